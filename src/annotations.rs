@@ -1,0 +1,27 @@
+//! The `io.siloc.*` annotations: what a bundle asks of siloc, and what siloc reports
+//! back in the container's annotations (shown by `siloc state`).
+//!
+//! Annotations are runtime-spec `config.md` "Annotations": free-form string pairs; a
+//! runtime ignores the ones it does not know, so these bundles still run under runc.
+
+/// `auto` or `off`: give the container its own user namespace and host ID range.
+pub const USERNS: &str = "io.siloc.userns";
+/// Number of IDs in the container's range (default 65536, `[userns] size`).
+pub const USERNS_SIZE: &str = "io.siloc.userns.size";
+/// JSON array of read-only layer directories, base first (image manifest order).
+pub const ROOTFS_LAYERS: &str = "io.siloc.rootfs.layers";
+/// A persistent writable directory for the overlay's upper layer.
+pub const ROOTFS_UPPER: &str = "io.siloc.rootfs.upper";
+/// `auto`, `node:N` or `off`: NUMA-local placement.
+pub const NUMA: &str = "io.siloc.numa";
+/// Name of an I/O class from the host config.
+pub const IO_CLASS: &str = "io.siloc.io.class";
+/// Explicit limits: `rbps=…,wbps=…,riops=…,wiops=…`.
+pub const IO_MAX: &str = "io.siloc.io.max";
+/// Proportional I/O weight.
+pub const IO_WEIGHT: &str = "io.siloc.io.weight";
+
+/// Written by siloc: the host ID range, `uid=U,gid=G,size=N`.
+pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
+/// Written by siloc: how the rootfs was assembled (`overlay layers=N idmapped=yes`).
+pub const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";

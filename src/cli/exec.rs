@@ -1,0 +1,313 @@
+//! `exec`: a new process in a running container, from `--process FILE` or from the
+//! command line on top of the container's own process (runc's rules: env appended,
+//! `--cap` added to every set, `--user uid[:gid]`, `--cwd`, `--no-new-privs`).
+
+use std::path::PathBuf;
+
+use oci_spec::runtime::{Capability, Process, Spec};
+
+use super::Ctx;
+use super::foreground::{OwnTerminal, wait_exit};
+use crate::engine::{self, ExecOptions};
+use crate::record;
+
+#[derive(clap::Args, Debug)]
+pub struct ExecArgs {
+    /// The container id
+    pub id: String,
+    /// The command and its arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    /// Path to a process.json (runtime-spec Process); replaces the command line
+    #[arg(short = 'p', long)]
+    pub process: Option<PathBuf>,
+    /// Allocate a pseudo-TTY
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// Unix socket that receives the pty master
+    #[arg(long = "console-socket")]
+    pub console_socket: Option<PathBuf>,
+    /// Detach from the process
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// File to write the process's pid to
+    #[arg(long = "pid-file")]
+    pub pid_file: Option<PathBuf>,
+    /// Working directory in the container
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Set an environment variable (KEY=VALUE), repeatable
+    #[arg(short = 'e', long)]
+    pub env: Vec<String>,
+    /// User as uid[:gid]
+    #[arg(short = 'u', long)]
+    pub user: Option<String>,
+    /// Add a capability (CAP_NAME), repeatable
+    #[arg(short = 'c', long)]
+    pub cap: Vec<String>,
+    /// Set no_new_privs for the process
+    #[arg(long = "no-new-privs")]
+    pub no_new_privs: bool,
+    /// Pass this many extra file descriptors (from fd 3)
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    pub preserve_fds: i32,
+    /// Additional group ids, repeatable
+    #[arg(short = 'g', long = "additional-gids")]
+    pub additional_gids: Vec<u32>,
+    /// SELinux label for the process (accepted)
+    #[arg(long = "process-label")]
+    pub process_label: Option<String>,
+    /// AppArmor profile for the process
+    #[arg(long)]
+    pub apparmor: Option<String>,
+    /// Exec even if the container is paused
+    #[arg(long = "ignore-paused")]
+    pub ignore_paused: bool,
+    /// Run in this sub-cgroup (accepted)
+    #[arg(long)]
+    pub cgroup: Vec<String>,
+}
+
+/// Builds the process from the command line on top of the container's process.
+/// Errors name the flag at fault.
+fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
+    if a.command.is_empty() {
+        anyhow::bail!("exec: no command given (pass one after the container id, or --process)");
+    }
+    let mut p = base.process().clone().unwrap_or_default();
+    p.set_args(Some(a.command.clone()));
+    p.set_terminal(Some(a.tty));
+    let mut env: Vec<String> = p.env().clone().unwrap_or_default();
+    for kv in &a.env {
+        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
+        env.push(kv.clone());
+    }
+    p.set_env(Some(env));
+    if let Some(cwd) = &a.cwd {
+        if !cwd.is_absolute() {
+            anyhow::bail!("--cwd {}: must be an absolute path", cwd.display());
+        }
+        p.set_cwd(cwd.clone());
+    }
+    let mut user = p.user().clone();
+    if let Some(u) = &a.user {
+        let (uid, gid) = match u.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (u.as_str(), None),
+        };
+        let num = |s: &str| {
+            s.parse::<u32>()
+                .map_err(|_| anyhow::anyhow!("--user {u:?}: use numeric uid[:gid]"))
+        };
+        user.set_uid(num(uid)?);
+        if let Some(g) = gid {
+            user.set_gid(num(g)?);
+        }
+    }
+    if !a.additional_gids.is_empty() {
+        let mut g = user.additional_gids().clone().unwrap_or_default();
+        g.extend(&a.additional_gids);
+        user.set_additional_gids(Some(g));
+    }
+    p.set_user(user);
+    if !a.cap.is_empty() {
+        let mut caps = p.capabilities().clone().unwrap_or_default();
+        for name in &a.cap {
+            // The spec's JSON form (CAP_CHOWN) is what users write.
+            let c: Capability = serde_json::from_value(serde_json::Value::from(name.as_str()))
+                .map_err(|_| anyhow::anyhow!("--cap {name:?}: unknown capability"))?;
+            let add = |set: &Option<std::collections::HashSet<Capability>>| {
+                let mut s = set.clone().unwrap_or_default();
+                s.insert(c);
+                Some(s)
+            };
+            caps.set_bounding(add(caps.bounding()));
+            caps.set_effective(add(caps.effective()));
+            caps.set_permitted(add(caps.permitted()));
+            caps.set_ambient(add(caps.ambient()));
+        }
+        p.set_capabilities(Some(caps));
+    }
+    if a.no_new_privs {
+        p.set_no_new_privileges(Some(true));
+    }
+    if let Some(profile) = &a.apparmor {
+        p.set_apparmor_profile(Some(profile.clone()));
+    }
+    if let Some(label) = &a.process_label {
+        p.set_selinux_label(Some(label.clone()));
+    }
+    Ok(p)
+}
+
+/// The spec the container runs with: siloc's final spec, or the bundle's.
+fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
+    let final_spec = record::dir(&ctx.root, id).join("config.json");
+    if final_spec.exists() {
+        return Ok(Spec::load(&final_spec)?);
+    }
+    let c = engine::load(&ctx.root, id)?;
+    Ok(Spec::load(c.bundle().join("config.json"))?)
+}
+
+/// Whether a process.json asks for a terminal.
+fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
+    let text =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+    let p: Process = serde_json::from_slice(&text)
+        .map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+    Ok(p.terminal().unwrap_or(false))
+}
+
+/// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
+pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
+    // Unknown ids fail before anything else is read.
+    engine::load(&ctx.root, &a.id)?;
+    let (process, generated) = match &a.process {
+        Some(p) => (std::path::absolute(p)?, None),
+        None => {
+            let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
+            let path = std::env::temp_dir().join(format!("siloc-exec-{}.json", std::process::id()));
+            std::fs::write(&path, serde_json::to_vec(&p)?)?;
+            (path.clone(), Some(path))
+        }
+    };
+    let result = exec_process(ctx, &a, process);
+    if let Some(p) = generated {
+        let _ = std::fs::remove_file(p);
+    }
+    result
+}
+
+fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32> {
+    let terminal = process_wants_terminal(&process)?;
+    let foreground = !a.detach;
+    let own = if foreground && a.console_socket.is_none() {
+        OwnTerminal::maybe(terminal)?
+    } else {
+        None
+    };
+    let queue = if foreground {
+        Some(crate::signals::install()?)
+    } else {
+        None
+    };
+    let console_socket = match &own {
+        Some(t) => Some(t.path().to_path_buf()),
+        None => a
+            .console_socket
+            .as_ref()
+            .map(std::path::absolute)
+            .transpose()?,
+    };
+    let pid = engine::exec(
+        &ctx.root,
+        &a.id,
+        ExecOptions {
+            process,
+            pid_file: a.pid_file.as_ref().map(std::path::absolute).transpose()?,
+            console_socket,
+            preserve_fds: a.preserve_fds,
+            detach: a.detach || own.is_some(),
+            ignore_paused: a.ignore_paused,
+        },
+    )?;
+    let Some(queue) = queue else {
+        return Ok(0);
+    };
+    let relay = own.map(OwnTerminal::relay).transpose()?;
+    let fwd = queue.forward_to(
+        pid,
+        relay
+            .as_ref()
+            .map(|r| std::os::fd::AsRawFd::as_raw_fd(&r.master())),
+    );
+    let code = wait_exit(pid, fwd);
+    if let Some(r) = relay {
+        r.finish(std::time::Duration::from_secs(2));
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ExecArgs,
+    }
+
+    fn base() -> Spec {
+        serde_json::from_str(
+            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},
+            "process":{"cwd":"/","args":["sh"],"env":["PATH=/bin","A=1"],
+            "user":{"uid":0,"gid":0},
+            "capabilities":{"bounding":["CAP_KILL"],"effective":["CAP_KILL"],"permitted":["CAP_KILL"]}}}"#,
+        )
+        .unwrap()
+    }
+
+    fn args(v: &[&str]) -> ExecArgs {
+        T::parse_from(std::iter::once("t").chain(v.iter().copied())).a
+    }
+
+    #[test]
+    fn command_line_overrides_the_container_process() {
+        let a = args(&[
+            "-t",
+            "-e",
+            "A=2",
+            "-e",
+            "B=3",
+            "--cwd",
+            "/tmp",
+            "-u",
+            "1000:100",
+            "-g",
+            "5",
+            "--cap",
+            "CAP_CHOWN",
+            "--no-new-privs",
+            "c1",
+            "ls",
+            "-l",
+        ]);
+        let p = process_from_args(&base(), &a).unwrap();
+        assert_eq!(p.args().clone().unwrap(), vec!["ls", "-l"]);
+        assert_eq!(p.terminal(), Some(true));
+        assert_eq!(p.env().clone().unwrap(), vec!["PATH=/bin", "A=2", "B=3"]);
+        assert_eq!(p.cwd(), &PathBuf::from("/tmp"));
+        assert_eq!((p.user().uid(), p.user().gid()), (1000, 100));
+        assert_eq!(p.user().additional_gids().clone().unwrap(), vec![5]);
+        let caps = p.capabilities().clone().unwrap();
+        assert!(
+            caps.bounding()
+                .as_ref()
+                .unwrap()
+                .contains(&Capability::Chown)
+        );
+        assert!(
+            caps.ambient()
+                .as_ref()
+                .unwrap()
+                .contains(&Capability::Chown)
+        );
+        assert_eq!(p.no_new_privileges(), Some(true));
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let e = process_from_args(&base(), &args(&["c1"])).unwrap_err();
+        assert!(e.to_string().contains("no command"));
+        let e = process_from_args(&base(), &args(&["-u", "bob", "c1", "ls"])).unwrap_err();
+        assert!(e.to_string().contains("--user"));
+        let e = process_from_args(&base(), &args(&["--cap", "CAP_NOPE", "c1", "ls"])).unwrap_err();
+        assert!(e.to_string().contains("--cap"));
+        let e = process_from_args(&base(), &args(&["--cwd", "rel", "c1", "ls"])).unwrap_err();
+        assert!(e.to_string().contains("--cwd"));
+    }
+}

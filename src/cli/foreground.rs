@@ -1,0 +1,110 @@
+//! Foreground `run` and `exec`: forward signals, relay the terminal, and return the
+//! process's exit status the moment it exits (128+N when killed by signal N, as runc).
+//!
+//! The container process is siloc's own child (libcontainer clones it with
+//! CLONE_PARENT), so siloc waits for exactly that pid: no SIGCHLD race can lose the
+//! exit. It first waits without reaping (WNOWAIT), stops signal forwarding, then
+//! reaps, so a forwarded signal can never reach a recycled pid.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::Pid;
+
+use crate::lifecycle::{self, CreateRequest, Runtime};
+use crate::signals;
+use crate::tty::{ConsoleSocket, Relay};
+
+/// How long the container may take to send its pty master once `create` returned.
+const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long output may keep draining after the process exited.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A terminal siloc relays itself, when the caller gave no console socket.
+pub struct OwnTerminal {
+    socket: ConsoleSocket,
+}
+
+impl OwnTerminal {
+    /// Binds a console socket in the temp dir when `terminal` is wanted.
+    pub fn maybe(terminal: bool) -> anyhow::Result<Option<OwnTerminal>> {
+        if !terminal {
+            return Ok(None);
+        }
+        Ok(Some(OwnTerminal {
+            socket: ConsoleSocket::bind(&std::env::temp_dir())?,
+        }))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.socket.path()
+    }
+
+    /// Receives the master and starts relaying.
+    pub fn relay(self) -> anyhow::Result<Relay> {
+        let master = self.socket.receive_master(MASTER_TIMEOUT)?;
+        Ok(Relay::start(master)?)
+    }
+}
+
+/// Waits for `pid` to exit, stops `fwd`, reaps, and returns runc's exit status.
+pub fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
+    loop {
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => break,
+        }
+    }
+    fwd.stop();
+    loop {
+        return match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => code,
+            Ok(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => 255,
+        };
+    }
+}
+
+fn spec_wants_terminal(bundle: &Path) -> bool {
+    crate::bundle::load(bundle)
+        .ok()
+        .and_then(|s| s.process().as_ref().and_then(|p| p.terminal()))
+        .unwrap_or(false)
+}
+
+/// Foreground `run`: create, start, wait, delete (unless `keep`).
+pub fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i32> {
+    let queue = signals::install()?;
+    let own = if req.init.console_socket.is_none() {
+        OwnTerminal::maybe(spec_wants_terminal(&req.bundle))?
+    } else {
+        None
+    };
+    if let Some(t) = &own {
+        req.init.console_socket = Some(t.path().to_path_buf());
+        req.init.detach = true;
+    }
+    let mut c = lifecycle::create(rt, &req)?;
+    let result = (|| {
+        let pid = c
+            .pid()
+            .ok_or_else(|| anyhow::anyhow!("container has no init pid"))?;
+        let relay = own.map(OwnTerminal::relay).transpose()?;
+        c.start()?;
+        let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
+        let code = wait_exit(pid, fwd);
+        if let Some(r) = relay {
+            r.finish(DRAIN_TIMEOUT);
+        }
+        Ok(code)
+    })();
+    if !keep || result.is_err() {
+        if let Err(e) = lifecycle::delete(rt, &req.id, true) {
+            tracing::warn!(target: "siloc", "delete {}: {e:#}", req.id);
+        }
+    }
+    result
+}

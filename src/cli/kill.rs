@@ -1,0 +1,34 @@
+//! `kill ID [SIGNAL]` with `--all` (runc: default SIGTERM; names with or without SIG,
+//! or numbers).
+
+use libcontainer::container::ContainerStatus;
+use libcontainer::signal::Signal;
+
+use super::Ctx;
+use crate::engine;
+
+#[derive(clap::Args, Debug)]
+pub struct KillArgs {
+    /// The container id
+    pub id: String,
+    /// Signal name (KILL, SIGKILL) or number
+    #[arg(default_value = "SIGTERM")]
+    pub signal: String,
+    /// Send the signal to all processes in the container
+    #[arg(short = 'a', long)]
+    pub all: bool,
+}
+
+/// `siloc kill`.
+pub fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
+    // runc looks the container up first: an unknown id wins over a bad signal.
+    let mut c = engine::load(&ctx.root, &a.id)?;
+    let n = crate::signals::parse(&a.signal)?;
+    let sig = Signal::try_from(n).map_err(|_| anyhow::anyhow!("unknown signal {:?}", a.signal))?;
+    match c.status() {
+        ContainerStatus::Stopped if !a.all => anyhow::bail!("container not running"),
+        _ => {}
+    }
+    c.kill(sig, a.all)?;
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! `pause` and `resume` (cgroup freezer).
+
+use libcontainer::container::ContainerStatus;
+
+use super::Ctx;
+use crate::engine;
+
+/// `siloc pause ID`.
+pub fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+    let mut c = engine::load(&ctx.root, id)?;
+    if c.status() != ContainerStatus::Running {
+        anyhow::bail!("container not running");
+    }
+    Ok(c.pause()?)
+}
+
+/// `siloc resume ID`.
+pub fn resume(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+    let mut c = engine::load(&ctx.root, id)?;
+    if c.status() != ContainerStatus::Paused {
+        anyhow::bail!("container not paused");
+    }
+    Ok(c.resume()?)
+}

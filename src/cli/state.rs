@@ -1,0 +1,74 @@
+//! `state` (runc's JSON) and `start`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+use serde::Serialize;
+
+use super::Ctx;
+use crate::engine;
+use crate::record::Record;
+
+/// runc's `state` output (runtime-spec "State" plus runc's rootfs, created, owner).
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct RuncState {
+    pub oci_version: String,
+    pub id: String,
+    pub pid: i32,
+    pub status: String,
+    pub bundle: PathBuf,
+    pub rootfs: PathBuf,
+    pub created: String,
+    pub owner: String,
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    pub annotations: HashMap<String, String>,
+}
+
+/// The state of one loaded container, with the bundle and rootfs the caller gave.
+pub fn runc_state(root: &Path, c: &Container) -> RuncState {
+    let rec = Record::load(root, c.id()).ok().flatten();
+    let status = c.status();
+    let pid = match status {
+        libcontainer::container::ContainerStatus::Stopped => 0,
+        _ => c.pid().map_or(0, |p| p.as_raw()),
+    };
+    RuncState {
+        oci_version: oci_spec::runtime::VERSION.to_string(),
+        id: c.id().to_string(),
+        pid,
+        status: engine::status_word(status).to_string(),
+        bundle: rec
+            .as_ref()
+            .map_or_else(|| c.bundle().clone(), |r| r.bundle.clone()),
+        rootfs: rec.as_ref().map(|r| r.rootfs.clone()).unwrap_or_default(),
+        created: c
+            .created()
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+            .unwrap_or_default(),
+        owner: String::new(),
+        annotations: c.state.annotations.clone().unwrap_or_default(),
+    }
+}
+
+/// `siloc state ID`.
+pub fn state(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+    let c = engine::load(&ctx.root, id)?;
+    super::emit(&serde_json::to_string_pretty(&runc_state(&ctx.root, &c))?)
+}
+
+/// `siloc start ID`: runs the user process of a created container.
+pub fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+    let mut c = engine::load(&ctx.root, id)?;
+    match c.status() {
+        libcontainer::container::ContainerStatus::Created => Ok(c.start()?),
+        libcontainer::container::ContainerStatus::Stopped => {
+            anyhow::bail!("cannot start a container that has stopped")
+        }
+        s => anyhow::bail!(
+            "cannot start an already {} container",
+            engine::status_word(s)
+        ),
+    }
+}

@@ -1,0 +1,231 @@
+//! `update`: change a running container's cgroup limits (runc's flags, or
+//! `--resources FILE|-` with a runtime-spec `LinuxResources` JSON object).
+//!
+//! As runc: the container's current resources, then the file on top, then single
+//! flags on top of that; the result is applied through libcgroups and saved as the
+//! container's spec, so the next `update` starts from it.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt, create_cgroup_manager};
+use oci_spec::runtime::{LinuxResources, Spec};
+use serde_json::{Value, json};
+
+use super::Ctx;
+use crate::{engine, record};
+
+#[derive(clap::Args, Debug, Default)]
+pub struct UpdateArgs {
+    /// The container id
+    pub id: String,
+    /// LinuxResources JSON file, or - for stdin
+    #[arg(short = 'r', long)]
+    pub resources: Option<String>,
+    /// Block I/O weight (cgroup v2 io.weight / v1 blkio.weight)
+    #[arg(long = "blkio-weight")]
+    pub blkio_weight: Option<u16>,
+    /// CPU CFS period in µs
+    #[arg(long = "cpu-period")]
+    pub cpu_period: Option<u64>,
+    /// CPU CFS quota in µs
+    #[arg(long = "cpu-quota")]
+    pub cpu_quota: Option<i64>,
+    /// CPU shares (relative weight)
+    #[arg(long = "cpu-share")]
+    pub cpu_share: Option<u64>,
+    /// CPU realtime period in µs
+    #[arg(long = "cpu-rt-period")]
+    pub cpu_rt_period: Option<u64>,
+    /// CPU realtime runtime in µs
+    #[arg(long = "cpu-rt-runtime")]
+    pub cpu_rt_runtime: Option<i64>,
+    /// CPUs allowed (cpuset), e.g. 0-3,8
+    #[arg(long = "cpuset-cpus")]
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes allowed (cpuset), e.g. 0
+    #[arg(long = "cpuset-mems")]
+    pub cpuset_mems: Option<String>,
+    /// Memory limit in bytes (K/M/G suffixes)
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// Memory reservation (soft limit) in bytes
+    #[arg(long = "memory-reservation")]
+    pub memory_reservation: Option<String>,
+    /// Memory plus swap limit in bytes (-1 for unlimited)
+    #[arg(long = "memory-swap")]
+    pub memory_swap: Option<String>,
+    /// Maximum number of pids (-1 for unlimited)
+    #[arg(long = "pids-limit")]
+    pub pids_limit: Option<i64>,
+}
+
+/// `-1` or a size with K/M/G suffix. Errors name the flag.
+fn mem(flag: &str, v: &Option<String>) -> anyhow::Result<Option<i64>> {
+    match v.as_deref() {
+        None => Ok(None),
+        Some("-1") => Ok(Some(-1)),
+        Some(t) => {
+            let b = crate::units::parse_size(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))?;
+            Ok(Some(
+                i64::try_from(b).map_err(|_| anyhow::anyhow!("--{flag}: too large"))?,
+            ))
+        }
+    }
+}
+
+/// Objects merge key by key; anything else (numbers, arrays) is replaced.
+fn merge(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Object(b), Value::Object(t)) => {
+            for (k, v) in t {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, t) => *b = t,
+    }
+}
+
+/// The JSON object the single flags stand for.
+fn flags_json(a: &UpdateArgs) -> anyhow::Result<Value> {
+    let mut v = json!({});
+    // {"a":{"b":val}} for path ["a","b"], merged into the result.
+    let mut set = |path: &[&str], val: Value| {
+        let nested = path.iter().rev().fold(val, |acc, k| json!({ *k: acc }));
+        merge(&mut v, nested);
+    };
+    if let Some(w) = a.blkio_weight {
+        set(&["blockIO", "weight"], json!(w));
+    }
+    let cpu = [
+        ("period", a.cpu_period.map(|x| json!(x))),
+        ("quota", a.cpu_quota.map(|x| json!(x))),
+        ("shares", a.cpu_share.map(|x| json!(x))),
+        ("realtimePeriod", a.cpu_rt_period.map(|x| json!(x))),
+        ("realtimeRuntime", a.cpu_rt_runtime.map(|x| json!(x))),
+        ("cpus", a.cpuset_cpus.clone().map(Value::from)),
+        ("mems", a.cpuset_mems.clone().map(Value::from)),
+    ];
+    for (k, val) in cpu {
+        if let Some(val) = val {
+            set(&["cpu", k], val);
+        }
+    }
+    for (k, flag, val) in [
+        ("limit", "memory", &a.memory),
+        ("reservation", "memory-reservation", &a.memory_reservation),
+        ("swap", "memory-swap", &a.memory_swap),
+    ] {
+        if let Some(n) = mem(flag, val)? {
+            set(&["memory", k], json!(n));
+        }
+    }
+    if let Some(p) = a.pids_limit {
+        set(&["pids", "limit"], json!(p));
+    }
+    Ok(v)
+}
+
+fn read_resources(src: &str) -> anyhow::Result<Value> {
+    let mut text = String::new();
+    if src == "-" {
+        std::io::stdin().read_to_string(&mut text)?;
+    } else {
+        text =
+            std::fs::read_to_string(src).map_err(|e| anyhow::anyhow!("--resources {src}: {e}"))?;
+    }
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("--resources {src}: {e}"))?;
+    // Validate the shape now, so the error names the field.
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize::<_, LinuxResources>(de)
+        .map_err(|e| anyhow::anyhow!("--resources {src}: field {}: {}", e.path(), e.inner()))?;
+    Ok(v)
+}
+
+/// `siloc update`.
+pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
+    let c = engine::load(&ctx.root, &a.id)?;
+    let spec_path: PathBuf = {
+        let p = record::dir(&ctx.root, &a.id).join("config.json");
+        if p.exists() {
+            p
+        } else {
+            c.bundle().join("config.json")
+        }
+    };
+    let mut spec = Spec::load(&spec_path)?;
+    let current = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().clone())
+        .unwrap_or_default();
+    let mut merged = serde_json::to_value(&current)?;
+    if let Some(src) = &a.resources {
+        merge(&mut merged, read_resources(src)?);
+    }
+    merge(&mut merged, flags_json(&a)?);
+    let resources: LinuxResources = serde_json::from_value(merged)?;
+    // Device rules were set at create; rewriting them on a live container gains nothing.
+    let mut apply = resources.clone();
+    apply.set_devices(None);
+    let manager = create_cgroup_manager(CgroupConfig {
+        cgroup_path: c.spec()?.cgroup_path,
+        systemd_cgroup: c.systemd(),
+        container_name: c.id().to_string(),
+    })?;
+    manager.apply(&ControllerOpt {
+        resources: &apply,
+        disable_oom_killer: false,
+        oom_score_adj: None,
+        freezer_state: None,
+    })?;
+    if let Some(linux) = spec.linux_mut() {
+        linux.set_resources(Some(resources));
+    }
+    spec.save(&spec_path)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_become_resources_json() {
+        let a = UpdateArgs {
+            blkio_weight: Some(300),
+            cpu_quota: Some(50000),
+            cpuset_cpus: Some("0-1".into()),
+            memory: Some("64M".into()),
+            memory_swap: Some("-1".into()),
+            pids_limit: Some(10),
+            ..Default::default()
+        };
+        let v = flags_json(&a).unwrap();
+        assert_eq!(v["blockIO"]["weight"], 300);
+        assert_eq!(v["cpu"]["quota"], 50000);
+        assert_eq!(v["cpu"]["cpus"], "0-1");
+        assert_eq!(v["memory"]["limit"], 64 << 20);
+        assert_eq!(v["memory"]["swap"], -1);
+        assert_eq!(v["pids"]["limit"], 10);
+        let r: LinuxResources = serde_json::from_value(v).unwrap();
+        assert_eq!(r.pids().as_ref().unwrap().limit(), 10);
+    }
+
+    #[test]
+    fn merge_keeps_untouched_fields() {
+        let mut base = json!({"memory":{"limit":1,"swap":2},"pids":{"limit":5}});
+        merge(&mut base, json!({"memory":{"limit":9}}));
+        assert_eq!(
+            base,
+            json!({"memory":{"limit":9,"swap":2},"pids":{"limit":5}})
+        );
+    }
+
+    #[test]
+    fn bad_memory_names_the_flag() {
+        let e = mem("memory", &Some("lots".into())).unwrap_err();
+        assert!(e.to_string().contains("--memory"));
+    }
+}

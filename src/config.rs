@@ -1,0 +1,314 @@
+//! The host configuration, `/etc/siloc/siloc.toml` (path from `--config` or
+//! `SILOC_CONFIG`). Every setting has a default, so no file is needed.
+//!
+//! ```toml
+//! data_root = "/var/lib/siloc"   # ephemeral upper dirs and the layer store; on a real disk
+//!
+//! [userns]
+//! default = "off"                # "auto": every container gets its own user namespace
+//! size = 65536                   # IDs per container
+//! pool_start = 100000            # host ID pool; default: the `containers` entry of
+//! pool_size = 1073741824         # /etc/subuid and /etc/subgid, else these numbers
+//!
+//! [numa]
+//! default = "off"                # auto | node:N | off
+//!
+//! [io]
+//! default_class = "besteffort"   # optional
+//! [io.class.besteffort]
+//! wbps = "50M"                   # bytes/s, K/M/G suffixes; riops/wiops in IOPS
+//! weight = 100                   # io.weight / blkio.weight
+//!
+//! [image]
+//! store = "/var/lib/siloc/store" # content-addressed layer store
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where the file is looked for when neither `--config` nor `SILOC_CONFIG` is given.
+pub const DEFAULT_PATH: &str = "/etc/siloc/siloc.toml";
+/// Default data root: on disk, because the NUMA and I/O features need the block device
+/// that holds each container's writable layer (the state root under /run is tmpfs).
+pub const DEFAULT_DATA_ROOT: &str = "/var/lib/siloc";
+/// Default pool when /etc/subuid has no `containers` entry: 16384 ranges of 65536 IDs
+/// starting at 100000 (the first ID `useradd` leaves to sub-ID ranges).
+pub const DEFAULT_POOL_START: u32 = 100_000;
+pub const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
+
+/// Errors from reading the host configuration; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+    #[error("config {path}: {key}: {msg}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        msg: String,
+    },
+}
+
+/// The whole host configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostConfig {
+    /// Ephemeral upper/work dirs live in `<data_root>/containers/<id>`.
+    pub data_root: PathBuf,
+    pub userns: UsernsConfig,
+    pub numa: NumaConfig,
+    pub io: IoConfig,
+    pub image: ImageConfig,
+    /// The file this came from, for messages; `None` when built-in defaults are used.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[userns]`: per-container user namespaces (DESIGN.md item 1).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsernsConfig {
+    /// `off` or `auto`; a container's `io.siloc.userns` annotation overrides it.
+    pub default: String,
+    /// IDs per container when `io.siloc.userns.size` is not given.
+    pub size: u32,
+    /// First host ID of the pool. Unset: /etc/subuid's `containers` entry, else 100000.
+    pub pool_start: Option<u32>,
+    /// Number of host IDs in the pool.
+    pub pool_size: Option<u32>,
+}
+
+/// `[numa]`: NUMA-local placement (DESIGN.md item 3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NumaConfig {
+    /// `off`, `auto` or `node:N`; `io.siloc.numa` overrides it.
+    pub default: String,
+}
+
+/// `[io]`: disk I/O policies (DESIGN.md item 4).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IoConfig {
+    /// Class applied to containers that name none.
+    pub default_class: Option<String>,
+    /// Named classes, `[io.class.NAME]`.
+    pub class: BTreeMap<String, IoClass>,
+}
+
+/// One I/O class as written in the file. Bandwidths are bytes/s (number or string with
+/// K/M/G suffix), IOPS are plain numbers, weight is 1..=10000 (cgroup v2 io.weight;
+/// cgroup v1 blkio.weight takes 10..=1000 and siloc clamps to it).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IoClass {
+    pub rbps: Option<SizeValue>,
+    pub wbps: Option<SizeValue>,
+    pub riops: Option<u64>,
+    pub wiops: Option<u64>,
+    pub weight: Option<u16>,
+}
+
+/// A size written as a number of bytes or as a string with a suffix (`"50M"`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    /// The value in bytes. Errors: the text is not a size.
+    pub fn bytes(&self) -> Result<u64, crate::units::SizeError> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => crate::units::parse_size(t),
+        }
+    }
+}
+
+/// `[image]`: the layer store of `siloc image`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImageConfig {
+    /// Store root; default `<data_root>/store`.
+    pub store: Option<PathBuf>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            data_root: PathBuf::from(DEFAULT_DATA_ROOT),
+            userns: UsernsConfig::default(),
+            numa: NumaConfig::default(),
+            io: IoConfig::default(),
+            image: ImageConfig::default(),
+            source: None,
+        }
+    }
+}
+
+impl Default for UsernsConfig {
+    fn default() -> Self {
+        UsernsConfig {
+            default: "off".into(),
+            size: 65_536,
+            pool_start: None,
+            pool_size: None,
+        }
+    }
+}
+
+impl Default for NumaConfig {
+    fn default() -> Self {
+        NumaConfig {
+            default: "off".into(),
+        }
+    }
+}
+
+impl HostConfig {
+    /// Loads the configuration: `explicit` (from `--config`/`SILOC_CONFIG`) must exist;
+    /// the default path is used only when present. Errors: [`ConfigError`].
+    pub fn load(explicit: Option<&Path>) -> Result<HostConfig, ConfigError> {
+        let path = match explicit {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = PathBuf::from(DEFAULT_PATH);
+                if !p.exists() {
+                    return Ok(HostConfig::default());
+                }
+                p
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::parse(&text, &path)
+    }
+
+    /// Parses configuration text; `path` is only used in messages.
+    /// Errors: TOML syntax, unknown keys and bad values, with line and key.
+    pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
+        let mut cfg: HostConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            msg: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        cfg.source = Some(path.to_path_buf());
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, msg: String| ConfigError::Invalid {
+            path: self.source.clone().unwrap_or_default(),
+            key: key.to_string(),
+            msg,
+        };
+        if !self.data_root.is_absolute() {
+            return Err(invalid("data_root", "must be an absolute path".into()));
+        }
+        if !matches!(self.userns.default.as_str(), "off" | "auto") {
+            return Err(invalid(
+                "userns.default",
+                format!("{:?}: use \"off\" or \"auto\"", self.userns.default),
+            ));
+        }
+        if self.userns.size == 0 {
+            return Err(invalid("userns.size", "must be at least 1".into()));
+        }
+        if self.userns.pool_size == Some(0) {
+            return Err(invalid("userns.pool_size", "must be at least 1".into()));
+        }
+        for (name, class) in &self.io.class {
+            for (key, v) in [("rbps", &class.rbps), ("wbps", &class.wbps)] {
+                if let Some(v) = v {
+                    v.bytes()
+                        .map_err(|e| invalid(&format!("io.class.{name}.{key}"), e.to_string()))?;
+                }
+            }
+            if let Some(w) = class.weight
+                && !(1..=10_000).contains(&w)
+            {
+                return Err(invalid(
+                    &format!("io.class.{name}.weight"),
+                    format!("{w} is outside 1..=10000"),
+                ));
+            }
+        }
+        if let Some(c) = &self.io.default_class
+            && !self.io.class.contains_key(c)
+        {
+            return Err(invalid(
+                "io.default_class",
+                format!("no [io.class.{c}] section"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The layer store root: `[image] store`, else `<data_root>/store`.
+    pub fn store_root(&self) -> PathBuf {
+        self.image
+            .store
+            .clone()
+            .unwrap_or_else(|| self.data_root.join("store"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<HostConfig, ConfigError> {
+        HostConfig::parse(t, Path::new("/etc/siloc/siloc.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.data_root, PathBuf::from(DEFAULT_DATA_ROOT));
+        assert_eq!(c.userns.default, "off");
+        assert_eq!(c.userns.size, 65536);
+        assert_eq!(c.store_root(), PathBuf::from("/var/lib/siloc/store"));
+    }
+
+    #[test]
+    fn classes_parse_with_units() {
+        let c = parse(
+            "[io]\ndefault_class = \"be\"\n[io.class.be]\nwbps = \"50M\"\nrbps = 1024\nweight = 100\n",
+        )
+        .unwrap();
+        let be = &c.io.class["be"];
+        assert_eq!(be.wbps.as_ref().unwrap().bytes().unwrap(), 50 << 20);
+        assert_eq!(be.rbps.as_ref().unwrap().bytes().unwrap(), 1024);
+        assert_eq!(be.weight, Some(100));
+    }
+
+    #[test]
+    fn errors_name_line_and_key() {
+        let e = parse("data_root = \"/x\"\n[userns]\nsizee = 3\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("line 3") && s.contains("sizee"), "{s}");
+        let e = parse("[io.class.x]\nwbps = \"fast\"\n").unwrap_err();
+        assert!(e.to_string().contains("io.class.x.wbps"), "{e}");
+        let e = parse("[io]\ndefault_class = \"nope\"\n").unwrap_err();
+        assert!(e.to_string().contains("io.default_class"), "{e}");
+        let e = parse("[userns]\ndefault = \"maybe\"\n").unwrap_err();
+        assert!(e.to_string().contains("userns.default"), "{e}");
+    }
+
+    #[test]
+    fn explicit_missing_file_is_an_error() {
+        let e = HostConfig::load(Some(Path::new("/nonexistent/siloc.toml"))).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/siloc.toml"));
+    }
+}

@@ -1,0 +1,161 @@
+//! The seam to libcontainer (youki's library), which owns the OCI lifecycle itself:
+//! namespaces, mounts, cgroups, hooks, the container process. Everything siloc adds
+//! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::{Container, ContainerStatus};
+use libcontainer::error::LibcontainerError;
+use libcontainer::syscall::syscall::SyscallType;
+use nix::unistd::Pid;
+
+/// Errors at the seam; libcontainer's own errors pass through with their causes.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("container does not exist")]
+    NotFound(String),
+    #[error("container with id exists: {0}")]
+    Exists(String),
+    #[error("invalid container id {id:?}: {msg}")]
+    InvalidId { id: String, msg: String },
+    #[error(transparent)]
+    Lib(#[from] LibcontainerError),
+}
+
+/// runc's container-id rule: letters, digits, `_ + - .`, not `.` or `..`. siloc also
+/// reserves ids starting with `.` (its own files live in `<root>/.siloc`).
+pub fn validate_id(id: &str) -> Result<(), EngineError> {
+    let bad = |msg: &str| {
+        Err(EngineError::InvalidId {
+            id: id.to_string(),
+            msg: msg.to_string(),
+        })
+    };
+    if id.is_empty() {
+        return bad("empty");
+    }
+    if id.starts_with('.') {
+        return bad("must not start with '.'");
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.')))
+    {
+        return bad(&format!("contains {c:?}; use letters, digits, _ + - ."));
+    }
+    Ok(())
+}
+
+/// libcontainer's directory for container `id`.
+pub fn container_dir(root: &Path, id: &str) -> PathBuf {
+    root.join(id)
+}
+
+/// Loads container `id`; its status is refreshed from /proc.
+/// Errors: [`EngineError::NotFound`] when no such container exists.
+pub fn load(root: &Path, id: &str) -> Result<Container, EngineError> {
+    validate_id(id).map_err(|_| EngineError::NotFound(id.to_string()))?;
+    let dir = container_dir(root, id);
+    if !dir.join("state.json").exists() {
+        return Err(EngineError::NotFound(id.to_string()));
+    }
+    Ok(Container::load(dir)?)
+}
+
+/// The options of `create`/`run` that libcontainer takes.
+#[derive(Debug, Default, Clone)]
+pub struct InitOptions {
+    pub pid_file: Option<PathBuf>,
+    pub console_socket: Option<PathBuf>,
+    pub preserve_fds: i32,
+    pub no_pivot: bool,
+    pub systemd: bool,
+    /// Whether the terminal (if any) goes through `console_socket`.
+    pub detach: bool,
+}
+
+/// A builder for the init process, made before `create` changes its working directory
+/// (runc resolves `--pid-file` against the caller's directory).
+pub fn init_builder(
+    root: &Path,
+    id: &str,
+    opts: &InitOptions,
+) -> Result<ContainerBuilder, EngineError> {
+    Ok(
+        ContainerBuilder::new(id.to_string(), SyscallType::default())
+            .with_root_path(root)?
+            .with_pid_file(opts.pid_file.as_ref())?
+            .with_console_socket(opts.console_socket.as_ref())
+            .with_preserved_fds(opts.preserve_fds),
+    )
+}
+
+/// Creates the container from the final spec in `spec_dir/config.json`.
+pub fn build_init(
+    builder: ContainerBuilder,
+    spec_dir: &Path,
+    opts: &InitOptions,
+) -> Result<Container, EngineError> {
+    Ok(builder
+        .as_init(spec_dir)
+        .with_systemd(opts.systemd)
+        .with_detach(opts.detach)
+        .with_no_pivot(opts.no_pivot)
+        .build()?)
+}
+
+/// What `exec` asks of libcontainer's tenant builder. siloc always hands it a whole
+/// process.json (runtime-spec "Process"), built from the command line as runc does.
+#[derive(Debug, Default)]
+pub struct ExecOptions {
+    pub process: PathBuf,
+    pub pid_file: Option<PathBuf>,
+    pub console_socket: Option<PathBuf>,
+    pub preserve_fds: i32,
+    pub detach: bool,
+    pub ignore_paused: bool,
+}
+
+/// Starts a process in running container `id` and returns its pid (a child of the
+/// caller, so it can be waited for).
+pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
+    Ok(
+        ContainerBuilder::new(id.to_string(), SyscallType::default())
+            .with_root_path(root)?
+            .with_pid_file(o.pid_file.as_ref())?
+            .with_console_socket(o.console_socket.as_ref())
+            .with_preserved_fds(o.preserve_fds)
+            .as_tenant()
+            .with_detach(o.detach)
+            .with_process(Some(&o.process))
+            .with_ignore_paused(o.ignore_paused)
+            .build()?,
+    )
+}
+
+/// runc's lowercase status word.
+pub fn status_word(s: ContainerStatus) -> &'static str {
+    match s {
+        ContainerStatus::Creating => "creating",
+        ContainerStatus::Created => "created",
+        ContainerStatus::Running => "running",
+        ContainerStatus::Stopped => "stopped",
+        ContainerStatus::Paused => "paused",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_rules() {
+        for ok in ["a", "abc-1_2+3.4", "A9"] {
+            validate_id(ok).unwrap();
+        }
+        for bad in ["", ".", "..", ".siloc", "a/b", "a b", "é"] {
+            assert!(validate_id(bad).is_err(), "{bad}");
+        }
+    }
+}

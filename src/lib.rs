@@ -1,0 +1,22 @@
+//! siloc: a runc-compatible OCI runtime (see ../shared/DESIGN.md for the picture).
+//!
+//! The path of one container: [`bundle`] → [`plan`] → [`record`] → [`prepare`]
+//! ([`idpool`], [`rootfs`]) → [`engine`] (libcontainer) and back on delete; the
+//! [`cli`] speaks runc's language on top.
+
+pub mod annotations;
+pub mod bundle;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod exe_guard;
+pub mod idpool;
+pub mod lifecycle;
+pub mod logging;
+pub mod plan;
+pub mod prepare;
+pub mod record;
+pub mod rootfs;
+pub mod signals;
+pub mod tty;
+pub mod units;

@@ -1,0 +1,174 @@
+//! The path of one container (DESIGN.md): bundle → plan → record → prepare → final
+//! spec → libcontainer; and delete: libcontainer delete → undo → forget the record.
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+
+use crate::config::HostConfig;
+use crate::engine::{self, EngineError, InitOptions};
+use crate::idpool::{IdPool, Pool};
+use crate::prepare::{self, Env};
+use crate::record::{self, Prepared, Record};
+
+/// Errors of create and delete. Each variant carries the module error that names the
+/// file, field or annotation at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error(transparent)]
+    Prepare(#[from] prepare::PrepareError),
+    #[error(transparent)]
+    Record(#[from] record::RecordError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The state root, the host config and the cgroup driver: what every command needs.
+pub struct Runtime {
+    pub root: PathBuf,
+    pub config: HostConfig,
+    pub systemd: bool,
+}
+
+impl Runtime {
+    /// The ID pool of this state root.
+    pub fn pool(&self) -> IdPool {
+        IdPool::new(&self.root, Pool::from_config(&self.config.userns))
+    }
+}
+
+/// What `create` (and `run`) take from the command line.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub id: String,
+    pub bundle: PathBuf,
+    pub init: InitOptions,
+}
+
+/// Creates container `req.id`. On any error everything done so far is undone: no
+/// mount, ID range, directory or state is left.
+pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleError> {
+    engine::validate_id(&req.id)?;
+    if engine::container_dir(&rt.root, &req.id).exists() {
+        return Err(EngineError::Exists(req.id.clone()).into());
+    }
+    let bundle = std::path::absolute(&req.bundle)
+        .map_err(|e| LifecycleError::Other(format!("bundle {}: {e}", req.bundle.display())))?;
+    let spec = crate::bundle::load(&bundle)?;
+    let root_path = spec
+        .root()
+        .as_ref()
+        .map(|r| r.path().clone())
+        .unwrap_or_default();
+    let rootfs = std::fs::canonicalize(bundle.join(&root_path)).map_err(|e| {
+        LifecycleError::Other(format!(
+            "root.path {}: {e}",
+            bundle.join(&root_path).display()
+        ))
+    })?;
+    let plan = crate::plan::plan(&spec, &rt.config)?;
+    std::fs::create_dir_all(&rt.root)
+        .map_err(|e| LifecycleError::Other(format!("state root {}: {e}", rt.root.display())))?;
+    let mut rec = Record {
+        id: req.id.clone(),
+        bundle: bundle.clone(),
+        rootfs,
+        plan,
+        prepared: Prepared::default(),
+    };
+    rec.create_new(&rt.root)?;
+    let pool = rt.pool();
+    let env = Env {
+        state_root: &rt.root,
+        data_root: &rt.config.data_root,
+        pool: &pool,
+    };
+    match create_prepared(rt, req, &env, &mut rec, spec, &bundle) {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            let _ = prepare::undo(&env, &rec);
+            let _ = record::remove(&rt.root, &req.id);
+            Err(e)
+        }
+    }
+}
+
+fn create_prepared(
+    rt: &Runtime,
+    req: &CreateRequest,
+    env: &Env<'_>,
+    rec: &mut Record,
+    spec: oci_spec::runtime::Spec,
+    bundle: &Path,
+) -> Result<Container, LifecycleError> {
+    prepare::apply(env, rec)?;
+    let spec = prepare::final_spec(spec, rec, rt.systemd)?;
+    let spec_dir = record::dir(&rt.root, &req.id);
+    spec.save(spec_dir.join("config.json"))
+        .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
+    // Absolute paths first, then work from the bundle as runc does, so relative mount
+    // sources and hook paths resolve against it.
+    let builder = engine::init_builder(&rt.root, &req.id, &req.init)?;
+    std::env::set_current_dir(bundle)
+        .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
+    prepare::crash_point("before-libcontainer");
+    Ok(engine::build_init(builder, &spec_dir, &req.init)?)
+}
+
+/// Deletes container `id`: libcontainer's delete (kill with `force`, cgroup, poststop
+/// hooks, state dir), then siloc's undo (rootfs mount, writable dirs, ID range), then
+/// the record. A container whose `create` crashed has only siloc's record, or a
+/// half-made libcontainer dir; `force` cleans both.
+///
+/// Errors: [`EngineError::NotFound`] when neither exists; libcontainer's refusal to
+/// delete a running container without `force`.
+pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError> {
+    let rec = Record::load(&rt.root, id).ok().flatten();
+    match engine::load(&rt.root, id) {
+        Ok(mut c) => delete_engine(&mut c, force)?,
+        Err(EngineError::NotFound(_)) => {
+            let dir = engine::container_dir(&rt.root, id);
+            if dir.exists() {
+                // A create killed before libcontainer wrote its state: nothing runs yet.
+                if !force {
+                    return Err(EngineError::NotFound(id.to_string()).into());
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+            } else if rec.is_none() {
+                return Err(EngineError::NotFound(id.to_string()).into());
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(rec) = rec {
+        let pool = rt.pool();
+        let env = Env {
+            state_root: &rt.root,
+            data_root: &rt.config.data_root,
+            pool: &pool,
+        };
+        prepare::undo(&env, &rec)?;
+    }
+    record::remove(&rt.root, id)?;
+    Ok(())
+}
+
+fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
+    match c.delete(force) {
+        Ok(()) => Ok(()),
+        Err(libcontainer::error::LibcontainerError::IncorrectStatus(s)) => {
+            Err(LifecycleError::Other(format!(
+                "cannot delete container {} that is not stopped: {}",
+                c.id(),
+                engine::status_word(s)
+            )))
+        }
+        Err(e) => Err(EngineError::Lib(e).into()),
+    }
+}

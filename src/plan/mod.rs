@@ -1,0 +1,337 @@
+//! Planning: pure decisions from (spec, annotations, host config) to what `prepare`
+//! will do. Nothing here touches the host, so every rule is unit-tested.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use serde::{Deserialize, Serialize};
+
+use crate::annotations as ann;
+use crate::config::HostConfig;
+use crate::rootfs::IdMap;
+
+/// A bad `io.siloc.*` annotation or host setting; names the annotation.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("annotation {key}: {msg}")]
+pub struct PlanError {
+    pub key: String,
+    pub msg: String,
+}
+
+fn err(key: &str, msg: impl Into<String>) -> PlanError {
+    PlanError {
+        key: key.to_string(),
+        msg: msg.into(),
+    }
+}
+
+/// Which user namespace the container gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UsernsPlan {
+    /// No user namespace (or one joined by path): IDs are the host's.
+    Host,
+    /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
+    Auto { size: u32 },
+    /// The spec brings its own mappings; siloc leaves them and idmaps layers with them.
+    FromSpec { uid: Vec<IdMap>, gid: Vec<IdMap> },
+}
+
+/// Where the container's writable layer lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpperPlan {
+    /// `<data_root>/containers/<id>/{upper,work}`, removed on delete.
+    Ephemeral,
+    /// `io.siloc.rootfs.upper`; kept on delete. Its work dir is `<upper>.work`.
+    Persistent(PathBuf),
+}
+
+/// How `root.path` becomes the container's root filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RootfsPlan {
+    /// Used as it is (runc's behaviour).
+    AsIs,
+    /// One idmapped bind mount of root.path onto itself.
+    IdmapBind,
+    /// Overlayfs from read-only layers (base first) attached at root.path.
+    Overlay {
+        layers: Vec<PathBuf>,
+        upper: UpperPlan,
+    },
+}
+
+/// Everything siloc decided for one container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub userns: UsernsPlan,
+    pub rootfs: RootfsPlan,
+}
+
+/// Decides the plan. `spec` is the bundle's config.json; `cfg` the host config.
+///
+/// Errors: [`PlanError`] naming the bad annotation.
+pub fn plan(spec: &Spec, cfg: &HostConfig) -> Result<Plan, PlanError> {
+    let empty = HashMap::new();
+    let a = spec.annotations().as_ref().unwrap_or(&empty);
+    let userns = plan_userns(spec, a, cfg)?;
+    let rootfs = plan_rootfs(a, &userns)?;
+    Ok(Plan { userns, rootfs })
+}
+
+fn plan_userns(
+    spec: &Spec,
+    a: &HashMap<String, String>,
+    cfg: &HostConfig,
+) -> Result<UsernsPlan, PlanError> {
+    let linux = spec.linux().as_ref();
+    let spec_ns = linux
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::User));
+    let mode = a.get(ann::USERNS).map(String::as_str);
+    if let Some(m) = mode
+        && !matches!(m, "auto" | "off")
+    {
+        return Err(err(ann::USERNS, format!("{m:?}: use \"auto\" or \"off\"")));
+    }
+    if let (Some(l), Some(ns)) = (linux, spec_ns) {
+        // runtime-spec: the spec's own user namespace wins; a path means "join".
+        if ns.path().is_some() {
+            return Ok(UsernsPlan::Host);
+        }
+        let conv = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
+            m.iter()
+                .flatten()
+                .map(|m| IdMap {
+                    container_id: m.container_id(),
+                    host_id: m.host_id(),
+                    size: m.size(),
+                })
+                .collect()
+        };
+        return Ok(UsernsPlan::FromSpec {
+            uid: conv(l.uid_mappings()),
+            gid: conv(l.gid_mappings()),
+        });
+    }
+    let mode = mode.unwrap_or(cfg.userns.default.as_str());
+    if mode != "auto" {
+        if a.contains_key(ann::USERNS_SIZE) && mode == "off" && a.contains_key(ann::USERNS) {
+            return Err(err(
+                ann::USERNS_SIZE,
+                "given, but io.siloc.userns is \"off\"",
+            ));
+        }
+        return Ok(UsernsPlan::Host);
+    }
+    let size = match a.get(ann::USERNS_SIZE) {
+        None => cfg.userns.size,
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(err(
+                    ann::USERNS_SIZE,
+                    format!("{s:?} is not a count of IDs >= 1"),
+                ));
+            }
+        },
+    };
+    Ok(UsernsPlan::Auto { size })
+}
+
+fn plan_rootfs(a: &HashMap<String, String>, userns: &UsernsPlan) -> Result<RootfsPlan, PlanError> {
+    let upper = match a.get(ann::ROOTFS_UPPER) {
+        None => None,
+        Some(u) => {
+            let p = PathBuf::from(u);
+            if !p.is_absolute() {
+                return Err(err(
+                    ann::ROOTFS_UPPER,
+                    format!("{u:?} must be an absolute path"),
+                ));
+            }
+            Some(p)
+        }
+    };
+    let Some(text) = a.get(ann::ROOTFS_LAYERS) else {
+        if upper.is_some() {
+            return Err(err(ann::ROOTFS_UPPER, "needs io.siloc.rootfs.layers"));
+        }
+        return Ok(match userns {
+            UsernsPlan::Auto { .. } => RootfsPlan::IdmapBind,
+            _ => RootfsPlan::AsIs,
+        });
+    };
+    let layers: Vec<PathBuf> = serde_json::from_str(text).map_err(|e| {
+        err(
+            ann::ROOTFS_LAYERS,
+            format!("not a JSON array of directory paths: {e}"),
+        )
+    })?;
+    if layers.is_empty() {
+        return Err(err(ann::ROOTFS_LAYERS, "the list of layers is empty"));
+    }
+    if layers.len() > crate::rootfs::MAX_LAYERS {
+        return Err(err(
+            ann::ROOTFS_LAYERS,
+            format!(
+                "{} layers; overlayfs takes at most {}",
+                layers.len(),
+                crate::rootfs::MAX_LAYERS
+            ),
+        ));
+    }
+    if let Some(bad) = layers.iter().find(|l| !l.is_absolute()) {
+        return Err(err(
+            ann::ROOTFS_LAYERS,
+            format!("{} must be an absolute path", bad.display()),
+        ));
+    }
+    Ok(RootfsPlan::Overlay {
+        layers,
+        upper: upper.map_or(UpperPlan::Ephemeral, UpperPlan::Persistent),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(annotations: &[(&str, &str)], userns: Option<&str>) -> Spec {
+        let ns = match userns {
+            Some(maps) => format!(r#",{{"type":"user"}}],{maps}"#),
+            None => "]".to_string(),
+        };
+        let ann: HashMap<String, String> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let text = format!(
+            r#"{{"ociVersion":"1.0.2","root":{{"path":"rootfs"}},
+            "process":{{"cwd":"/","args":["sh"],"user":{{"uid":0,"gid":0}}}},
+            "annotations":{},
+            "linux":{{"namespaces":[{{"type":"mount"}}{ns}}}}}"#,
+            serde_json::to_string(&ann).unwrap()
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn cfg(default_userns: &str) -> HostConfig {
+        let mut c = HostConfig::default();
+        c.userns.default = default_userns.into();
+        c
+    }
+
+    #[test]
+    fn no_annotations_is_runc_behaviour() {
+        let p = plan(&spec(&[], None), &cfg("off")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Host);
+        assert_eq!(p.rootfs, RootfsPlan::AsIs);
+    }
+
+    #[test]
+    fn auto_userns_idmaps_a_plain_rootfs() {
+        let p = plan(&spec(&[(ann::USERNS, "auto")], None), &cfg("off")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Auto { size: 65536 });
+        assert_eq!(p.rootfs, RootfsPlan::IdmapBind);
+        // the host default applies when the annotation is absent
+        let p = plan(&spec(&[(ann::USERNS_SIZE, "1000")], None), &cfg("auto")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Auto { size: 1000 });
+        // and the annotation can turn it off
+        let p = plan(&spec(&[(ann::USERNS, "off")], None), &cfg("auto")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Host);
+    }
+
+    #[test]
+    fn spec_userns_is_left_alone() {
+        let maps = r#""uidMappings":[{"containerID":0,"hostID":5000,"size":10}],
+                      "gidMappings":[{"containerID":0,"hostID":6000,"size":10}]"#;
+        let p = plan(&spec(&[(ann::USERNS, "auto")], Some(maps)), &cfg("auto")).unwrap();
+        assert_eq!(
+            p.userns,
+            UsernsPlan::FromSpec {
+                uid: vec![IdMap {
+                    container_id: 0,
+                    host_id: 5000,
+                    size: 10
+                }],
+                gid: vec![IdMap {
+                    container_id: 0,
+                    host_id: 6000,
+                    size: 10
+                }],
+            }
+        );
+        assert_eq!(p.rootfs, RootfsPlan::AsIs);
+    }
+
+    #[test]
+    fn layers_make_an_overlay() {
+        let s = spec(
+            &[
+                (ann::USERNS, "auto"),
+                (ann::ROOTFS_LAYERS, r#"["/l/base","/l/top"]"#),
+                (ann::ROOTFS_UPPER, "/data/up"),
+            ],
+            None,
+        );
+        let p = plan(&s, &cfg("off")).unwrap();
+        assert_eq!(
+            p.rootfs,
+            RootfsPlan::Overlay {
+                layers: vec!["/l/base".into(), "/l/top".into()],
+                upper: UpperPlan::Persistent("/data/up".into()),
+            }
+        );
+        let s = spec(&[(ann::ROOTFS_LAYERS, r#"["/l/base"]"#)], None);
+        let p = plan(&s, &cfg("off")).unwrap();
+        assert!(matches!(
+            p.rootfs,
+            RootfsPlan::Overlay {
+                upper: UpperPlan::Ephemeral,
+                ..
+            }
+        ));
+        assert_eq!(p.userns, UsernsPlan::Host);
+    }
+
+    #[test]
+    fn bad_annotations_are_named() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[(ann::USERNS, "yes")], ann::USERNS),
+            (
+                &[(ann::USERNS, "auto"), (ann::USERNS_SIZE, "0")],
+                ann::USERNS_SIZE,
+            ),
+            (
+                &[(ann::USERNS, "auto"), (ann::USERNS_SIZE, "lots")],
+                ann::USERNS_SIZE,
+            ),
+            (
+                &[(ann::USERNS, "off"), (ann::USERNS_SIZE, "10")],
+                ann::USERNS_SIZE,
+            ),
+            (&[(ann::ROOTFS_LAYERS, "/l/base")], ann::ROOTFS_LAYERS),
+            (&[(ann::ROOTFS_LAYERS, "[]")], ann::ROOTFS_LAYERS),
+            (&[(ann::ROOTFS_LAYERS, r#"["rel"]"#)], ann::ROOTFS_LAYERS),
+            (
+                &[(ann::ROOTFS_LAYERS, r#"["/a"]"#), (ann::ROOTFS_UPPER, "up")],
+                ann::ROOTFS_UPPER,
+            ),
+            (&[(ann::ROOTFS_UPPER, "/up")], ann::ROOTFS_UPPER),
+        ];
+        for (a, key) in cases {
+            let e = plan(&spec(a, None), &cfg("off")).unwrap_err();
+            assert_eq!(&e.key, key, "{a:?}: {e}");
+        }
+        let many: Vec<String> = (0..501).map(|i| format!("/l/{i}")).collect();
+        let e = plan(
+            &spec(
+                &[(ann::ROOTFS_LAYERS, &serde_json::to_string(&many).unwrap())],
+                None,
+            ),
+            &cfg("off"),
+        )
+        .unwrap_err();
+        assert!(e.msg.contains("500"), "{e}");
+    }
+}

@@ -1,0 +1,340 @@
+//! Prepare: the side effects of a plan (ID range, writable dirs, the one rootfs
+//! mount), each recorded before it acts, and their undo in reverse order. Then the
+//! final spec that libcontainer receives.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxIdMappingBuilder, LinuxNamespaceBuilder, LinuxNamespaceType, Spec};
+
+use crate::annotations as ann;
+use crate::idpool::{IdPool, Range};
+use crate::plan::{RootfsPlan, UpperPlan, UsernsPlan};
+use crate::record::{Record, RootfsMount};
+use crate::rootfs::{self, IdMap, OverlaySpec};
+
+/// Errors while preparing; each names the path or setting involved.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    IdPool(#[from] crate::idpool::IdPoolError),
+    #[error(transparent)]
+    Rootfs(#[from] crate::rootfs::RootfsError),
+    #[error(transparent)]
+    Userns(#[from] crate::rootfs::userns_fd::UsernsFdError),
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
+    #[error("root.path {path}: {msg}")]
+    RootPath { path: PathBuf, msg: String },
+    #[error("annotation {key}: {path}: {msg}")]
+    Upper {
+        key: &'static str,
+        path: PathBuf,
+        msg: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("spec: {0}")]
+    Spec(String),
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> PrepareError + '_ {
+    move |source| PrepareError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where prepare works: the state root (record, ID pool) and the data root.
+pub struct Env<'a> {
+    pub state_root: &'a Path,
+    pub data_root: &'a Path,
+    pub pool: &'a IdPool,
+}
+
+/// Test hook: `SILOC_TEST_CRASH_AT=<point>` kills siloc with SIGKILL at that point of
+/// `create`, so tests can prove that `delete --force` cleans up after any crash.
+pub fn crash_point(point: &str) {
+    if std::env::var("SILOC_TEST_CRASH_AT").is_ok_and(|p| p == point) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The mappings the container (and the idmapped layers) use, if any.
+pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<IdMap>, Vec<IdMap>)> {
+    match (plan_userns, range) {
+        (UsernsPlan::Auto { .. }, Some(r)) => Some((
+            vec![IdMap {
+                container_id: 0,
+                host_id: r.uid,
+                size: r.size,
+            }],
+            vec![IdMap {
+                container_id: 0,
+                host_id: r.gid,
+                size: r.size,
+            }],
+        )),
+        (UsernsPlan::FromSpec { uid, gid }, _) if !uid.is_empty() && !gid.is_empty() => {
+            Some((uid.clone(), gid.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// The host IDs that container root maps to (owner of the writable dirs).
+fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
+    let find = |m: &[IdMap]| {
+        m.iter()
+            .find(|m| m.container_id == 0)
+            .map_or(0, |m| m.host_id)
+    };
+    maps.as_ref().map_or((0, 0), |(u, g)| (find(u), find(g)))
+}
+
+/// Carries out the plan in `rec`, saving `rec` before each step. On error the caller
+/// runs [`undo`] with the same record.
+pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
+    if let UsernsPlan::Auto { size } = rec.plan.userns {
+        // The pool table is this step's record: release by id is always safe.
+        rec.prepared.range = Some(env.pool.allocate(&rec.id, size)?);
+        rec.save(env.state_root)?;
+        crash_point("after-idpool");
+    }
+    let maps = id_maps(&rec.plan.userns, rec.prepared.range);
+    match rec.plan.rootfs.clone() {
+        RootfsPlan::AsIs => {}
+        RootfsPlan::IdmapBind => {
+            let Some((uid, gid)) = &maps else {
+                return Ok(());
+            };
+            let ns = rootfs::userns_with_mapping(uid, gid)?;
+            rec.prepared.mount = Some(RootfsMount::IdmapBind);
+            rec.save(env.state_root)?;
+            rootfs::mount_idmapped_bind(&rec.rootfs, std::os::fd::AsFd::as_fd(&ns))?;
+            crash_point("after-mount");
+        }
+        RootfsPlan::Overlay { layers, upper } => {
+            // Check everything the caller can get wrong before creating anything.
+            let layers = rootfs::check_layers(&layers)?;
+            check_empty_dir(&rec.rootfs)?;
+            let (upper_dir, work_dir) = writable_dirs(env, rec, &upper)?;
+            let owner = host_root(&maps);
+            rec.save(env.state_root)?;
+            for d in [&upper_dir, &work_dir] {
+                make_owned_dir(d, owner)?;
+            }
+            crash_point("after-upper");
+            let ns = match &maps {
+                Some((u, g)) => Some(rootfs::userns_with_mapping(u, g)?),
+                None => None,
+            };
+            let source = format!("siloc-{}", rec.id);
+            rec.prepared.mount = Some(RootfsMount::Overlay {
+                source: source.clone(),
+            });
+            rec.save(env.state_root)?;
+            let report = rootfs::mount_overlay(
+                &rec.rootfs,
+                &OverlaySpec {
+                    layers: &layers,
+                    upper: &upper_dir,
+                    work: &work_dir,
+                    source: &source,
+                },
+                ns.as_ref().map(std::os::fd::AsFd::as_fd),
+            )?;
+            tracing::debug!(?report, id = rec.id, "rootfs assembled");
+            crash_point("after-mount");
+        }
+    }
+    Ok(())
+}
+
+/// Chooses the upper and work dirs and records the ones siloc creates.
+fn writable_dirs(
+    env: &Env<'_>,
+    rec: &mut Record,
+    upper: &UpperPlan,
+) -> Result<(PathBuf, PathBuf), PrepareError> {
+    match upper {
+        UpperPlan::Ephemeral => {
+            let base = env.data_root.join("containers").join(&rec.id);
+            if base.exists() {
+                return Err(PrepareError::Io {
+                    path: base,
+                    source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+                });
+            }
+            rec.prepared.made_dirs.push(base.clone());
+            Ok((base.join("upper"), base.join("work")))
+        }
+        UpperPlan::Persistent(u) => {
+            let bad = |msg: &str| PrepareError::Upper {
+                key: ann::ROOTFS_UPPER,
+                path: u.clone(),
+                msg: msg.to_string(),
+            };
+            let parent = u.parent().ok_or_else(|| bad("has no parent directory"))?;
+            if !parent.is_dir() {
+                return Err(bad("its parent directory does not exist"));
+            }
+            if u.exists() && !u.is_dir() {
+                return Err(bad("exists and is not a directory"));
+            }
+            let mut work = u.clone().into_os_string();
+            work.push(".work");
+            let work = PathBuf::from(work);
+            if work.exists() {
+                return Err(PrepareError::Upper {
+                    key: ann::ROOTFS_UPPER,
+                    path: work,
+                    msg: "work dir exists: is another container using this upper dir?".into(),
+                });
+            }
+            rec.prepared.made_dirs.push(work.clone());
+            Ok((u.clone(), work))
+        }
+    }
+}
+
+fn check_empty_dir(p: &Path) -> Result<(), PrepareError> {
+    let bad = |msg: &str| PrepareError::RootPath {
+        path: p.to_path_buf(),
+        msg: msg.to_string(),
+    };
+    let mut entries = std::fs::read_dir(p).map_err(|e| bad(&e.to_string()))?;
+    if entries.next().is_some() {
+        return Err(bad(
+            "must be an empty directory when io.siloc.rootfs.layers is given",
+        ));
+    }
+    Ok(())
+}
+
+/// Creates `d` (and parents) if missing, mode 0755, owned by `owner` (container root).
+fn make_owned_dir(d: &Path, owner: (u32, u32)) -> Result<(), PrepareError> {
+    std::fs::create_dir_all(d).map_err(io(d))?;
+    let meta = std::fs::metadata(d).map_err(io(d))?;
+    if (meta.uid(), meta.gid()) != owner {
+        std::os::unix::fs::chown(d, Some(owner.0), Some(owner.1)).map_err(io(d))?;
+    }
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(io(d))
+}
+
+/// Undoes whatever `rec.prepared` says was (or may have been) done, in reverse order.
+/// Idempotent: safe to run after a crash at any point, and twice. Returns the first
+/// error after trying every step.
+pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
+    let mut first: Option<PrepareError> = None;
+    let mut keep = |r: Result<(), PrepareError>| {
+        if let Err(e) = r {
+            tracing::warn!("cleanup: {e}");
+            first.get_or_insert(e);
+        }
+    };
+    let mut unmounted = true;
+    if let Some(m) = &rec.prepared.mount {
+        let ours = rootfs::mount_at(&rec.rootfs).is_some_and(|e| match m {
+            RootfsMount::Overlay { source } => e.fstype == "overlay" && &e.source == source,
+            RootfsMount::IdmapBind => e.options.split(',').any(|o| o == "idmapped"),
+        });
+        if ours {
+            let r = rootfs::unmount(&rec.rootfs).map_err(PrepareError::from);
+            unmounted = r.is_ok();
+            keep(r);
+        }
+    }
+    // Never remove an upper dir that may still be mounted.
+    if unmounted {
+        for d in rec.prepared.made_dirs.iter().rev() {
+            match std::fs::remove_dir_all(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => keep(Err(io(d)(e))),
+            }
+        }
+    }
+    if matches!(rec.plan.userns, UsernsPlan::Auto { .. }) {
+        keep(
+            env.pool
+                .release(&rec.id)
+                .map(|_| ())
+                .map_err(PrepareError::from),
+        );
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Applies the plan's outcome to the spec libcontainer will run: the user namespace
+/// and mappings, the absolute root.path, a default cgroupsPath, and siloc's report
+/// annotations.
+pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, PrepareError> {
+    let se = |e: oci_spec::OciSpecError| PrepareError::Spec(e.to_string());
+    if let Some(root) = spec.root_mut() {
+        root.set_path(rec.rootfs.clone());
+    }
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    if linux.cgroups_path().is_none() {
+        // runc puts a container without cgroupsPath under its own name; siloc prefixes
+        // the name so its cgroups are easy to tell apart.
+        let p = if systemd {
+            format!("system.slice:siloc:{}", rec.id)
+        } else {
+            format!("/siloc-{}", rec.id)
+        };
+        linux.set_cgroups_path(Some(PathBuf::from(p)));
+    }
+    let mut notes = Vec::new();
+    if let (UsernsPlan::Auto { .. }, Some(r)) = (&rec.plan.userns, rec.prepared.range) {
+        let mut ns = linux.namespaces().clone().unwrap_or_default();
+        ns.push(
+            LinuxNamespaceBuilder::default()
+                .typ(LinuxNamespaceType::User)
+                .build()
+                .map_err(se)?,
+        );
+        linux.set_namespaces(Some(ns));
+        let map = |host| {
+            LinuxIdMappingBuilder::default()
+                .container_id(0u32)
+                .host_id(host)
+                .size(r.size)
+                .build()
+        };
+        linux.set_uid_mappings(Some(vec![map(r.uid).map_err(se)?]));
+        linux.set_gid_mappings(Some(vec![map(r.gid).map_err(se)?]));
+        notes.push((
+            ann::OUT_USERNS_RANGE,
+            format!("uid={},gid={},size={}", r.uid, r.gid, r.size),
+        ));
+    }
+    match &rec.plan.rootfs {
+        RootfsPlan::AsIs => {}
+        RootfsPlan::IdmapBind => notes.push((ann::OUT_ROOTFS, "idmapped-bind".to_string())),
+        RootfsPlan::Overlay { layers, .. } => notes.push((
+            ann::OUT_ROOTFS,
+            format!(
+                "overlay layers={} idmapped={}",
+                layers.len(),
+                if id_maps(&rec.plan.userns, rec.prepared.range).is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+            ),
+        )),
+    }
+    spec.set_linux(Some(linux));
+    if !notes.is_empty() {
+        let mut a = spec.annotations().clone().unwrap_or_default();
+        for (k, v) in notes {
+            a.insert(k.to_string(), v);
+        }
+        spec.set_annotations(Some(a));
+    }
+    Ok(spec)
+}

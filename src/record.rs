@@ -1,0 +1,200 @@
+//! siloc's per-container record: the plan and what `prepare` has done so far, kept
+//! under the state root so `delete` (also `delete --force` after a crashed `create`)
+//! can undo exactly that.
+//!
+//! Layout under the state root (`--root`, default `/run/siloc`):
+//! ```text
+//! <root>/<id>/                         libcontainer's container dir (state.json, ...)
+//! <root>/.siloc/containers/<id>/       siloc's dir for the container
+//!     record.json                      this record
+//!     config.json                      the final spec handed to libcontainer
+//! <root>/.siloc/idpool.json            host ID ranges (see idpool)
+//! ```
+//! Every creation and removal under `<root>/.siloc` happens under an exclusive
+//! `flock(2)` on the state root directory itself, so emptied directories can be
+//! removed without racing a concurrent `create`: once the last container is deleted,
+//! the state root is empty again.
+
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use crate::idpool::Range;
+use crate::plan::Plan;
+
+/// What `prepare` did, step by step. Each field is written *before* its step acts, so
+/// undo also covers a step that a crash interrupted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepared {
+    /// The host ID range (also held in the ID pool table).
+    pub range: Option<Range>,
+    /// Directories siloc made and removes on delete (ephemeral upper/work, work dir of
+    /// a persistent upper).
+    pub made_dirs: Vec<PathBuf>,
+    /// A mount siloc attached at the rootfs path.
+    pub mount: Option<RootfsMount>,
+}
+
+/// The one mount siloc attaches, and how to recognise it in mountinfo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RootfsMount {
+    /// overlayfs whose mountinfo source is `source`.
+    Overlay { source: String },
+    /// An idmapped bind of the rootfs onto itself.
+    IdmapBind,
+}
+
+/// The record of one container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    /// The bundle the caller gave (what `siloc state` reports).
+    pub bundle: PathBuf,
+    /// Absolute root.path.
+    pub rootfs: PathBuf,
+    pub plan: Plan,
+    pub prepared: Prepared,
+}
+
+/// Errors reading or writing a record; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("container with id exists: {0}")]
+    Exists(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {msg}")]
+    Corrupt { path: PathBuf, msg: String },
+}
+
+/// siloc's directory for container `id` under state root `root`.
+pub fn dir(root: &Path, id: &str) -> PathBuf {
+    root.join(".siloc").join("containers").join(id)
+}
+
+/// Holds the exclusive lock on the state root directory while alive.
+pub struct RootLock(#[allow(dead_code)] Flock<std::fs::File>);
+
+/// Takes the exclusive lock on `root` (created if missing). Errors name the root.
+pub fn lock_root(root: &Path) -> Result<RootLock, RecordError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let f = std::fs::File::open(root).map_err(io(root))?;
+    Flock::lock(f, FlockArg::LockExclusive)
+        .map(RootLock)
+        .map_err(|(_, e)| io(root)(e.into()))
+}
+
+/// Removes `<root>/.siloc/containers` and `<root>/.siloc` if they are empty. Call
+/// with the root lock held.
+pub fn prune(root: &Path) {
+    let base = root.join(".siloc");
+    let _ = std::fs::remove_dir(base.join("containers"));
+    let _ = std::fs::remove_dir(base);
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Record {
+    /// Claims the id: creates the record's directory (failing if it exists, which is
+    /// how two `create`s of one id are told apart) and writes the record.
+    pub fn create_new(&self, root: &Path) -> Result<(), RecordError> {
+        let _lock = lock_root(root)?;
+        let d = dir(root, &self.id);
+        if let Some(parent) = d.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        match std::fs::create_dir(&d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(RecordError::Exists(self.id.clone()));
+            }
+            Err(e) => return Err(io(&d)(e)),
+        }
+        self.save(root)
+    }
+
+    /// Writes the record atomically (temp file, then rename).
+    pub fn save(&self, root: &Path) -> Result<(), RecordError> {
+        let d = dir(root, &self.id);
+        let path = d.join("record.json");
+        let tmp = d.join("record.json.tmp");
+        let body = serde_json::to_vec_pretty(self).map_err(|e| RecordError::Corrupt {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        std::fs::write(&tmp, body).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    }
+
+    /// Reads container `id`'s record, `None` when there is none.
+    pub fn load(root: &Path, id: &str) -> Result<Option<Record>, RecordError> {
+        let path = dir(root, id).join("record.json");
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| RecordError::Corrupt {
+                    path,
+                    msg: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+}
+
+/// Removes siloc's directory for container `id` (no error if it is gone).
+pub fn remove(root: &Path, id: &str) -> Result<(), RecordError> {
+    let _lock = lock_root(root)?;
+    let d = dir(root, id);
+    let r = match std::fs::remove_dir_all(&d) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&d)(e)),
+    };
+    prune(root);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{RootfsPlan, UsernsPlan};
+
+    #[test]
+    fn create_save_load_remove() {
+        let d = tempfile::tempdir().unwrap();
+        let r = Record {
+            id: "c1".into(),
+            bundle: "/b".into(),
+            rootfs: "/b/rootfs".into(),
+            plan: Plan {
+                userns: UsernsPlan::Auto { size: 10 },
+                rootfs: RootfsPlan::IdmapBind,
+            },
+            prepared: Prepared::default(),
+        };
+        r.create_new(d.path()).unwrap();
+        assert!(matches!(
+            r.create_new(d.path()),
+            Err(RecordError::Exists(_))
+        ));
+        let mut r2 = r.clone();
+        r2.prepared.mount = Some(RootfsMount::IdmapBind);
+        r2.save(d.path()).unwrap();
+        assert_eq!(Record::load(d.path(), "c1").unwrap(), Some(r2));
+        remove(d.path(), "c1").unwrap();
+        remove(d.path(), "c1").unwrap();
+        assert_eq!(Record::load(d.path(), "c1").unwrap(), None);
+        // nothing of siloc's is left in the state root
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,497 @@
+//! Rootfs assembly with exactly one attached mount (DESIGN.md item 2).
+//!
+//! Layers: per filesystem, one detached clone of the layers' common parent
+//! (`open_tree(OPEN_TREE_CLONE)`), idmapped once (`mount_setattr(MOUNT_ATTR_IDMAP)`) when
+//! the container has a user namespace; overlayfs built from fds into those trees
+//! (`fsconfig("lowerdir+", fd)`, Linux 6.8+) and attached once at `root.path`
+//! (`move_mount`). Kernels without `lowerdir+` get `mount(2)` with `/proc/self/fd/N`
+//! paths into the same detached trees. Kernel facts (checked on 6.18): overlayfs
+//! itself cannot be idmapped (EINVAL); upper/work on an idmapped mount fail with
+//! EOVERFLOW, so they stay plain directories owned by the container's host root ID.
+//!
+//! Plain directory rootfs under a user namespace: one idmapped clone of the directory
+//! attached on top of itself.
+
+pub(crate) mod mountapi;
+pub mod userns_fd;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat};
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::stat::Mode;
+
+pub use userns_fd::{IdMap, userns_with_mapping};
+
+/// overlayfs' limit on lower layers (`OVL_MAX_STACK`, fs/overlayfs/params.h).
+pub const MAX_LAYERS: usize = 500;
+/// `mount(2)` copies at most one page of options; the kernel cuts at 4095 bytes.
+pub const LEGACY_OPTIONS_MAX: usize = 4095;
+/// Set to `1` to take the pre-6.8 path (mount(2) with /proc/self/fd paths) even where
+/// `lowerdir+` works; the test suite uses it to cover the fallback on new kernels.
+pub const FORCE_LEGACY_ENV: &str = "SILOC_OVERLAY_LEGACY";
+
+/// Errors while assembling or removing a rootfs; each names the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    #[error("rootfs layer {path}: {msg}")]
+    Layer { path: PathBuf, msg: String },
+    #[error("rootfs layers: {0} layers given, overlayfs takes at most {MAX_LAYERS}")]
+    TooManyLayers(usize),
+    #[error(
+        "rootfs layers: {count} layers need {len} bytes of mount options, past the kernel's \
+         {LEGACY_OPTIONS_MAX}-byte limit for mount(2); this kernel lacks overlayfs \
+         lowerdir+ (Linux 6.8+), which has no such limit"
+    )]
+    LegacyOptionsTooLong { count: usize, len: usize },
+    #[error(
+        "{path}: this filesystem cannot be idmapped (mount_setattr MOUNT_ATTR_IDMAP: {errno}); \
+         siloc never falls back to chown: put the layers on ext4, xfs or btrfs"
+    )]
+    NotIdmappable { path: PathBuf, errno: Errno },
+    #[error("{step} {path}: {errno}")]
+    Sys {
+        step: &'static str,
+        path: PathBuf,
+        errno: Errno,
+    },
+}
+
+fn sys<'a>(step: &'static str, path: &'a Path) -> impl Fn(Errno) -> RootfsError + 'a {
+    move |errno| RootfsError::Sys {
+        step,
+        path: path.to_path_buf(),
+        errno,
+    }
+}
+
+/// What one overlay assembly did, for logs and the benchmark.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssemblyReport {
+    /// Detached trees cloned (one per filesystem holding layers).
+    pub trees: usize,
+    /// `mount_setattr(MOUNT_ATTR_IDMAP)` calls made (0 without a user namespace).
+    pub idmaps: usize,
+    /// Mounts attached to the mount table: always 1.
+    pub attached: usize,
+    /// Whether the pre-6.8 `mount(2)` path was used.
+    pub legacy: bool,
+}
+
+/// The overlay to build: lower layers base first (image-manifest order), plain upper
+/// and work dirs on one filesystem, and the mount source shown in mountinfo.
+pub struct OverlaySpec<'a> {
+    pub layers: &'a [PathBuf],
+    pub upper: &'a Path,
+    pub work: &'a Path,
+    /// mountinfo `source` of the overlay, e.g. `siloc-<id>`; lets delete find it.
+    pub source: &'a str,
+}
+
+/// Checks layer paths before anything is created: absolute, existing directories,
+/// at most [`MAX_LAYERS`]. Returns them canonicalized. Errors: [`RootfsError::Layer`].
+pub fn check_layers(layers: &[PathBuf]) -> Result<Vec<PathBuf>, RootfsError> {
+    if layers.len() > MAX_LAYERS {
+        return Err(RootfsError::TooManyLayers(layers.len()));
+    }
+    let layer_err = |path: &Path, msg: String| RootfsError::Layer {
+        path: path.to_path_buf(),
+        msg,
+    };
+    layers
+        .iter()
+        .map(|l| {
+            if !l.is_absolute() {
+                return Err(layer_err(l, "must be an absolute path".into()));
+            }
+            let c = std::fs::canonicalize(l).map_err(|e| layer_err(l, e.to_string()))?;
+            if !c.is_dir() {
+                return Err(layer_err(l, "is not a directory".into()));
+            }
+            Ok(c)
+        })
+        .collect()
+}
+
+/// The deepest directory containing all `paths` (component-wise).
+fn common_parent(paths: &[&Path]) -> PathBuf {
+    let mut common: Vec<&OsStr> = paths[0].iter().collect();
+    for p in &paths[1..] {
+        let n = common
+            .iter()
+            .zip(p.iter())
+            .take_while(|(a, b)| *a == b)
+            .count();
+        common.truncate(n);
+    }
+    // A single layer's parent keeps the tree rooted above the layer itself.
+    if paths.len() == 1 && common.len() > 1 {
+        common.pop();
+    }
+    common.iter().collect()
+}
+
+/// One detached tree per filesystem and an fd for each layer inside those trees, in
+/// the caller's order. The trees must stay open while the fds are used.
+struct LayerFds {
+    _trees: Vec<OwnedFd>,
+    fds: Vec<OwnedFd>,
+    idmaps: usize,
+}
+
+fn open_layers(
+    layers: &[PathBuf],
+    userns: Option<BorrowedFd<'_>>,
+) -> Result<LayerFds, RootfsError> {
+    let mut by_dev: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, l) in layers.iter().enumerate() {
+        let dev = std::fs::metadata(l)
+            .map_err(|e| RootfsError::Layer {
+                path: l.clone(),
+                msg: e.to_string(),
+            })?
+            .dev();
+        by_dev.entry(dev).or_default().push(i);
+    }
+    let mut trees = Vec::new();
+    let mut slots: Vec<Option<OwnedFd>> = (0..layers.len()).map(|_| None).collect();
+    let mut idmaps = 0;
+    for (dev, idx) in by_dev {
+        let paths: Vec<&Path> = idx.iter().map(|&i| layers[i].as_path()).collect();
+        let mut parent = common_parent(&paths);
+        // The parent must be on the layers' filesystem, or the clone would not hold them.
+        if std::fs::metadata(&parent).map(|m| m.dev()).ok() != Some(dev) {
+            parent = layers[idx[0]].clone();
+            if idx.len() > 1 {
+                // Layers that share a device but not a mount: one tree per layer.
+                for &i in &idx {
+                    let (t, f, n) = tree_for(&layers[i], &[layers[i].as_path()], userns)?;
+                    trees.push(t);
+                    idmaps += n;
+                    slots[i] = f.into_iter().next();
+                }
+                continue;
+            }
+        }
+        let (t, fds, n) = tree_for(&parent, &paths, userns)?;
+        idmaps += n;
+        trees.push(t);
+        for (i, fd) in idx.into_iter().zip(fds) {
+            slots[i] = Some(fd);
+        }
+    }
+    Ok(LayerFds {
+        _trees: trees,
+        fds: slots.into_iter().flatten().collect(),
+        idmaps,
+    })
+}
+
+/// Clones `root` detached, idmaps it when `userns` is given, and opens each path in it.
+fn tree_for(
+    root: &Path,
+    paths: &[&Path],
+    userns: Option<BorrowedFd<'_>>,
+) -> Result<(OwnedFd, Vec<OwnedFd>, usize), RootfsError> {
+    let tree = mountapi::clone_tree(root, false).map_err(sys("open_tree", root))?;
+    let mut idmaps = 0;
+    let mut attrs = mountapi::MOUNT_ATTR_RDONLY;
+    if userns.is_some() {
+        attrs |= mountapi::MOUNT_ATTR_IDMAP;
+        idmaps = 1;
+    }
+    mountapi::set_attr(tree.as_fd(), attrs, userns, false).map_err(|errno| match errno {
+        Errno::EINVAL | Errno::EPERM if userns.is_some() => RootfsError::NotIdmappable {
+            path: root.to_path_buf(),
+            errno,
+        },
+        _ => RootfsError::Sys {
+            step: "mount_setattr",
+            path: root.to_path_buf(),
+            errno,
+        },
+    })?;
+    let mut fds = Vec::with_capacity(paths.len());
+    for p in paths {
+        let rel = p.strip_prefix(root).unwrap_or(Path::new(""));
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let fd = openat(
+            Some(std::os::fd::AsRawFd::as_raw_fd(&tree)),
+            rel,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(sys("open layer in detached tree", p))?;
+        // SAFETY: openat returned a new fd that nothing else owns.
+        fds.push(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+    }
+    Ok((tree, fds, idmaps))
+}
+
+fn force_legacy() -> bool {
+    std::env::var_os(FORCE_LEGACY_ENV).is_some_and(|v| v == "1")
+}
+
+/// Builds the overlay and attaches it at `target` (an existing empty directory).
+/// `userns` (from [`userns_with_mapping`]) idmaps the lower layers.
+///
+/// Errors: [`RootfsError`]. On error nothing is attached.
+pub fn mount_overlay(
+    target: &Path,
+    spec: &OverlaySpec<'_>,
+    userns: Option<BorrowedFd<'_>>,
+) -> Result<AssemblyReport, RootfsError> {
+    let layers = check_layers(spec.layers)?;
+    let lfds = open_layers(&layers, userns)?;
+    let mut report = AssemblyReport {
+        trees: lfds._trees.len(),
+        idmaps: lfds.idmaps,
+        attached: 1,
+        legacy: false,
+    };
+    if !force_legacy() {
+        match overlay_by_fd(&lfds.fds, spec) {
+            Ok(mnt) => {
+                mountapi::move_mount_to(mnt.as_fd(), target).map_err(sys("move_mount", target))?;
+                return Ok(report);
+            }
+            // EINVAL from "lowerdir+" means a kernel before 6.8: take the mount(2) path.
+            Err(Fallback::NoLowerdirPlus) => {}
+            Err(Fallback::Failed(e)) => return Err(e),
+        }
+    }
+    report.legacy = true;
+    overlay_legacy(target, &lfds.fds, spec)?;
+    Ok(report)
+}
+
+enum Fallback {
+    NoLowerdirPlus,
+    Failed(RootfsError),
+}
+
+fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fallback> {
+    let fail = |step, path: &Path| {
+        let path = path.to_path_buf();
+        move |errno| Fallback::Failed(RootfsError::Sys { step, path, errno })
+    };
+    let ctx = mountapi::fs_open("overlay").map_err(fail("fsopen overlay", spec.upper))?;
+    mountapi::fs_set_string(ctx.as_fd(), "source", spec.source)
+        .map_err(fail("fsconfig source", spec.upper))?;
+    // overlayfs lists the topmost lower layer first; images list the base first.
+    for (n, fd) in fds.iter().rev().enumerate() {
+        match mountapi::fs_set_fd(ctx.as_fd(), "lowerdir+", fd.as_fd()) {
+            Ok(()) => {}
+            Err(Errno::EINVAL) if n == 0 => return Err(Fallback::NoLowerdirPlus),
+            Err(e) => return Err(fail("fsconfig lowerdir+", spec.upper)(e)),
+        }
+    }
+    mountapi::fs_set_string(ctx.as_fd(), "upperdir", &spec.upper.to_string_lossy())
+        .map_err(fail("fsconfig upperdir", spec.upper))?;
+    mountapi::fs_set_string(ctx.as_fd(), "workdir", &spec.work.to_string_lossy())
+        .map_err(fail("fsconfig workdir", spec.work))?;
+    mountapi::fs_create_mount(ctx.as_fd(), 0).map_err(fail("fsmount overlay", spec.upper))
+}
+
+/// The mount(2) option string for the pre-6.8 path, from the layers' raw fds (base
+/// first). Errors past the 4095-byte limit.
+fn legacy_options(fds: &[i32], spec: &OverlaySpec<'_>) -> Result<String, RootfsError> {
+    let lower: Vec<String> = fds
+        .iter()
+        .rev()
+        .map(|fd| format!("/proc/self/fd/{fd}"))
+        .collect();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.join(":"),
+        spec.upper.display(),
+        spec.work.display()
+    );
+    if opts.len() > LEGACY_OPTIONS_MAX {
+        return Err(RootfsError::LegacyOptionsTooLong {
+            count: fds.len(),
+            len: opts.len(),
+        });
+    }
+    Ok(opts)
+}
+
+fn overlay_legacy(
+    target: &Path,
+    fds: &[OwnedFd],
+    spec: &OverlaySpec<'_>,
+) -> Result<(), RootfsError> {
+    let raw: Vec<i32> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+    let opts = legacy_options(&raw, spec)?;
+    mount(
+        Some(spec.source),
+        target,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(opts.as_str()),
+    )
+    .map_err(sys("mount overlay", target))
+}
+
+/// Attaches one idmapped clone of `dir` (recursively, with its submounts) on top of
+/// `dir` itself, so files owned by host root appear owned by the container's root.
+///
+/// Errors: [`RootfsError::NotIdmappable`] when the filesystem refuses the idmap.
+pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), RootfsError> {
+    let tree = mountapi::clone_tree(dir, true).map_err(sys("open_tree", dir))?;
+    mountapi::set_attr(tree.as_fd(), mountapi::MOUNT_ATTR_IDMAP, Some(userns), true).map_err(
+        |errno| RootfsError::NotIdmappable {
+            path: dir.to_path_buf(),
+            errno,
+        },
+    )?;
+    mountapi::move_mount_to(tree.as_fd(), dir).map_err(sys("move_mount", dir))
+}
+
+/// What sits at a mount point, from `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub fstype: String,
+    pub source: String,
+    /// Per-mount options (field 6), e.g. `rw,relatime,idmapped`.
+    pub options: String,
+}
+
+/// The topmost mount at `target` in this mount namespace, if any.
+pub fn mount_at(target: &Path) -> Option<MountEntry> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    top_mount_in(&text, target)
+}
+
+/// Parses mountinfo text (proc(5)) for the last (topmost) mount at `target`.
+fn top_mount_in(mountinfo: &str, target: &Path) -> Option<MountEntry> {
+    let want = target.to_string_lossy();
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (pre, post) = line.split_once(" - ")?;
+            let f: Vec<&str> = pre.split(' ').collect();
+            let mp = unescape(f.get(4)?);
+            let mut p = post.split(' ');
+            let fstype = p.next()?.to_string();
+            let source = unescape(p.next()?);
+            (mp == want).then(|| MountEntry {
+                fstype,
+                source,
+                options: f.get(5).copied().unwrap_or("").to_string(),
+            })
+        })
+        .last()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..=i + 3].iter().all(u8::is_ascii_digit) {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Detaches the mount at `target`: a plain unmount, lazily (MNT_DETACH) when busy.
+/// Errors: the unmount fails for another reason than "not mounted".
+pub fn unmount(target: &Path) -> Result<(), RootfsError> {
+    match umount2(target, MntFlags::empty()) {
+        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EBUSY) => umount2(target, MntFlags::MNT_DETACH).map_err(sys("umount", target)),
+        Err(e) => Err(sys("umount", target)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_parent_of_layers() {
+        let a = Path::new("/var/lib/siloc/store/layers/aa/fs");
+        let b = Path::new("/var/lib/siloc/store/layers/bb/fs");
+        assert_eq!(
+            common_parent(&[a, b]),
+            PathBuf::from("/var/lib/siloc/store/layers")
+        );
+        assert_eq!(
+            common_parent(&[a]),
+            PathBuf::from("/var/lib/siloc/store/layers/aa")
+        );
+        assert_eq!(common_parent(&[a, Path::new("/srv/x")]), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn mountinfo_top_entry_and_escapes() {
+        let mi = "\
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+90 27 0:50 / /b\\040x rw,relatime - overlay siloc-c1 rw,lowerdir+=...
+91 90 254:0 /img /b\\040x rw,relatime,idmapped - ext4 /dev/vda rw
+";
+        let e = top_mount_in(mi, Path::new("/b x")).unwrap();
+        assert_eq!(e.fstype, "ext4");
+        assert!(e.options.contains("idmapped"));
+        let first = top_mount_in(
+            &mi.lines().take(2).collect::<Vec<_>>().join("\n"),
+            Path::new("/b x"),
+        )
+        .unwrap();
+        assert_eq!(first.source, "siloc-c1");
+        assert!(top_mount_in(mi, Path::new("/nope")).is_none());
+    }
+
+    #[test]
+    fn too_many_layers_is_refused_before_any_work() {
+        let layers: Vec<PathBuf> = (0..501).map(|i| PathBuf::from(format!("/l{i}"))).collect();
+        assert!(matches!(
+            check_layers(&layers),
+            Err(RootfsError::TooManyLayers(501))
+        ));
+    }
+
+    #[test]
+    fn legacy_options_order_and_limit() {
+        let spec = OverlaySpec {
+            layers: &[],
+            upper: Path::new("/u"),
+            work: Path::new("/w"),
+            source: "siloc-x",
+        };
+        assert_eq!(
+            legacy_options(&[5, 6], &spec).unwrap(),
+            "lowerdir=/proc/self/fd/6:/proc/self/fd/5,upperdir=/u,workdir=/w"
+        );
+        let many: Vec<i32> = (100..400).collect();
+        assert!(matches!(
+            legacy_options(&many, &spec),
+            Err(RootfsError::LegacyOptionsTooLong { count: 300, .. })
+        ));
+    }
+
+    #[test]
+    fn relative_and_missing_layers_are_named() {
+        let e = check_layers(&[PathBuf::from("rel/layer")]).unwrap_err();
+        assert!(e.to_string().contains("rel/layer") && e.to_string().contains("absolute"));
+        let e = check_layers(&[PathBuf::from("/nonexistent/layer")]).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/layer"));
+    }
+}
