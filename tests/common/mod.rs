@@ -1,0 +1,361 @@
+//! Shared helpers for the integration tests: a private state root and data root per
+//! test, busybox bundles made from the host's busybox-static, and guards that delete
+//! containers and unmount leftovers also when a test fails.
+//!
+//! Tests that run containers need root: they call [`needs_root!`], which prints a
+//! loud SKIPPED line and returns when not root.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// Returns from the test with a loud SKIPPED line unless running as root with
+/// busybox-static installed.
+#[macro_export]
+macro_rules! needs_root {
+    () => {
+        if let Some(why) = $crate::common::missing_prerequisite() {
+            eprintln!("SKIPPED {}: {}", module_path!(), why);
+            return;
+        }
+    };
+}
+
+/// The static busybox the bundles are built from (Debian's busybox-static).
+pub const BUSYBOX: &str = "/bin/busybox";
+
+/// Why container tests cannot run here, if they cannot.
+pub fn missing_prerequisite() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root".into());
+    }
+    let static_bb = Command::new("file")
+        .arg(BUSYBOX)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("statically linked"))
+        .unwrap_or(true);
+    if !Path::new(BUSYBOX).exists() || !static_bb {
+        return Some(format!(
+            "needs a static {BUSYBOX} (apt-get install busybox-static)"
+        ));
+    }
+    None
+}
+
+/// The siloc binary cargo built for this test run.
+pub fn siloc_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_siloc"))
+}
+
+/// A private state root, data root and config for one test. Dropping it deletes
+/// every container still in the state root (`delete --force`), unmounts anything
+/// left under its directories, and removes them.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub data: PathBuf,
+    pub config: PathBuf,
+}
+
+impl TestEnv {
+    /// A new environment with an empty host config (data root inside the temp dir).
+    pub fn new() -> TestEnv {
+        Self::with_config("")
+    }
+
+    /// A new environment whose config file has `extra` appended (TOML).
+    pub fn with_config(extra: &str) -> TestEnv {
+        // On disk, not tmpfs: overlayfs upper dirs and the I/O features need a disk.
+        let dir = tempfile::Builder::new()
+            .prefix("siloc-test-")
+            .tempdir_in("/var/tmp")
+            .expect("temp dir");
+        let root = dir.path().join("state");
+        let data = dir.path().join("data");
+        let config = dir.path().join("siloc.toml");
+        std::fs::write(
+            &config,
+            format!("data_root = {:?}\n{extra}", data.display().to_string()),
+        )
+        .expect("write config");
+        TestEnv {
+            dir,
+            root,
+            data,
+            config,
+        }
+    }
+
+    /// `siloc --root R --config C <args>`, output captured.
+    pub fn siloc(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run siloc")
+    }
+
+    /// The command for `siloc --root R --config C <args>`, to add stdin, env, etc.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(siloc_bin());
+        c.arg("--root")
+            .arg(&self.root)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs siloc and panics with its stderr unless it succeeds; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.siloc(args);
+        assert!(
+            o.status.success(),
+            "siloc {args:?} failed ({}): {}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Runs siloc, expects failure, returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let o = self.siloc(args);
+        assert!(
+            !o.status.success(),
+            "siloc {args:?} should have failed: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
+    /// A container id unique to this environment: cgroup paths are named by id, so
+    /// tests running in parallel must not share ids.
+    pub fn id(&self, name: &str) -> String {
+        let tag = self
+            .dir
+            .path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("t");
+        format!("{name}-{}", tag.trim_start_matches("siloc-test-"))
+    }
+
+    /// Runs a siloc command whose container inherits stdio (`create`, `run -d`,
+    /// `exec -d`): a pipe would stay open in the container, so output goes to files.
+    /// Returns (success, stdout, stderr).
+    pub fn detached(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tempfile::NamedTempFile::new().expect("temp file");
+        let err = tempfile::NamedTempFile::new().expect("temp file");
+        let status = self
+            .cmd(args)
+            .stdout(out.reopen().expect("reopen"))
+            .stderr(err.reopen().expect("reopen"))
+            .status()
+            .expect("run siloc");
+        let read =
+            |f: &tempfile::NamedTempFile| std::fs::read_to_string(f.path()).unwrap_or_default();
+        (status.success(), read(&out), read(&err))
+    }
+
+    /// `siloc state ID` as JSON.
+    pub fn state(&self, id: &str) -> Value {
+        serde_json::from_str(&self.ok(&["state", id])).expect("state JSON")
+    }
+
+    /// A busybox bundle under this environment, running `args`.
+    pub fn bundle(&self, name: &str, args: &[&str]) -> Bundle {
+        Bundle::busybox(&self.dir.path().join(name), args)
+    }
+
+    /// Whether anything siloc made is still here: containers, records, ID ranges.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.root) {
+            left.extend(
+                rd.flatten()
+                    .map(|e| format!("state root entry {:?}", e.file_name())),
+            );
+        }
+        left.extend(
+            mounts_under(self.dir.path())
+                .into_iter()
+                .map(|m| format!("mount {m}")),
+        );
+        if let Ok(rd) = std::fs::read_dir(self.data.join("containers")) {
+            left.extend(rd.flatten().map(|e| format!("data dir {:?}", e.path())));
+        }
+        left
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let ids = self.siloc(&["list", "-q"]);
+        for id in String::from_utf8_lossy(&ids.stdout).lines() {
+            let _ = self.siloc(&["delete", "--force", id]);
+        }
+        // Records of crashed creates have no libcontainer dir, so list misses them.
+        if let Ok(rd) = std::fs::read_dir(self.root.join(".siloc/containers")) {
+            for e in rd.flatten() {
+                let _ = self.siloc(&["delete", "--force", &e.file_name().to_string_lossy()]);
+            }
+        }
+        for m in mounts_under(self.dir.path()).iter().rev() {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+/// Mount points at or under `dir`, in mountinfo order.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(|m| m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(&prefix))
+        .collect()
+}
+
+/// A bundle directory: `config.json` (from `siloc spec`, terminal off) and a rootfs.
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub spec: Value,
+}
+
+impl Bundle {
+    /// A busybox rootfs (busybox + applet symlinks + the usual empty dirs) and a
+    /// config running `args`.
+    pub fn busybox(dir: &Path, args: &[&str]) -> Bundle {
+        let rootfs = dir.join("rootfs");
+        make_busybox_rootfs(&rootfs);
+        Self::with_rootfs(dir, args)
+    }
+
+    /// A bundle whose rootfs the caller provides (or mounts) at `dir/rootfs`.
+    pub fn with_rootfs(dir: &Path, args: &[&str]) -> Bundle {
+        std::fs::create_dir_all(dir.join("rootfs")).expect("rootfs dir");
+        let out = Command::new(siloc_bin())
+            .args(["spec", "--bundle"])
+            .arg(dir)
+            .output()
+            .expect("siloc spec");
+        assert!(out.status.success(), "siloc spec: {out:?}");
+        let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
+        let mut spec: Value = serde_json::from_str(&text).expect("spec JSON");
+        spec["process"]["terminal"] = Value::Bool(false);
+        spec["process"]["args"] = args.iter().map(|a| Value::from(*a)).collect();
+        let b = Bundle {
+            dir: dir.to_path_buf(),
+            spec,
+        };
+        b.write();
+        b
+    }
+
+    /// Changes the spec and writes it back.
+    pub fn edit(&mut self, f: impl FnOnce(&mut Value)) -> &mut Self {
+        f(&mut self.spec);
+        self.write();
+        self
+    }
+
+    /// Sets an annotation.
+    pub fn annotate(&mut self, key: &str, value: &str) -> &mut Self {
+        self.edit(|s| {
+            if !s["annotations"].is_object() {
+                s["annotations"] = serde_json::json!({});
+            }
+            s["annotations"][key] = Value::from(value);
+        })
+    }
+
+    pub fn write(&self) {
+        std::fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(&self.spec).expect("serialize"),
+        )
+        .expect("write config.json");
+    }
+
+    pub fn path(&self) -> &str {
+        self.dir.to_str().expect("utf-8 path")
+    }
+}
+
+/// Fills `rootfs` with a static busybox and its applets.
+pub fn make_busybox_rootfs(rootfs: &Path) {
+    for d in ["bin", "proc", "sys", "dev", "tmp", "etc", "root", "var"] {
+        std::fs::create_dir_all(rootfs.join(d)).expect("mkdir");
+    }
+    std::fs::copy(BUSYBOX, rootfs.join("bin/busybox")).expect("copy busybox");
+    let list = Command::new(BUSYBOX)
+        .arg("--list")
+        .output()
+        .expect("busybox --list");
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        let _ = std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet));
+    }
+    std::fs::write(
+        rootfs.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
+    )
+    .expect("passwd");
+    std::fs::write(rootfs.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").expect("group");
+}
+
+/// Deletes container `id` when dropped (also when the test panics).
+pub struct Container<'a> {
+    pub env: &'a TestEnv,
+    pub id: String,
+}
+
+impl<'a> Container<'a> {
+    /// `siloc create --bundle B ID`, panicking with stderr on failure.
+    pub fn create(env: &'a TestEnv, bundle: &Bundle, id: &str) -> Container<'a> {
+        let (ok, _, err) = env.detached(&["create", "--bundle", bundle.path(), id]);
+        assert!(ok, "siloc create {id} failed: {err}");
+        Container {
+            env,
+            id: id.to_string(),
+        }
+    }
+
+    /// Creates and starts.
+    pub fn start(env: &'a TestEnv, bundle: &Bundle, id: &str) -> Container<'a> {
+        let c = Self::create(env, bundle, id);
+        env.ok(&["start", id]);
+        c
+    }
+
+    /// `siloc exec ID args...`: (exit code, stdout, stderr).
+    pub fn exec(&self, args: &[&str]) -> (i32, String, String) {
+        let mut a = vec!["exec", self.id.as_str()];
+        a.extend_from_slice(args);
+        let o = self.env.siloc(&a);
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// Waits (up to `secs`) until the container's status is `status`.
+    pub fn wait_status(&self, status: &str, secs: u64) -> bool {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < end {
+            if self.env.state(&self.id)["status"] == status {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Container<'_> {
+    fn drop(&mut self) {
+        let _ = self.env.siloc(&["delete", "--force", &self.id]);
+    }
+}

@@ -1,0 +1,69 @@
+//! The runc lifecycle with real containers: create, start, state, exec, kill, pause,
+//! resume, delete, run. Needs root; skips loudly without it.
+
+mod common;
+
+use common::{Container, TestEnv};
+
+#[test]
+fn run_returns_output_and_exit_code() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sh", "-c", "echo hello; exit 3"]);
+    let o = env.siloc(&["run", "--bundle", b.path(), &env.id("r1")]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\n");
+    assert_eq!(o.status.code(), Some(3));
+    // run without --keep deletes the container
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn create_start_state_kill_delete() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("c1");
+    let c = Container::create(&env, &b, &id);
+    let s = env.state(&id);
+    assert_eq!(s["status"], "created");
+    assert_eq!(s["bundle"], b.path());
+    assert!(s["pid"].as_i64().unwrap() > 0);
+    for key in ["ociVersion", "id", "rootfs", "created", "owner"] {
+        assert!(s.get(key).is_some(), "state lacks {key}: {s}");
+    }
+    env.ok(&["start", &id]);
+    assert_eq!(env.state(&id)["status"], "running");
+    let (code, out, _) = c.exec(&["sh", "-c", "echo in; exit 4"]);
+    assert_eq!((code, out.as_str()), (4, "in\n"));
+    env.ok(&["pause", &id]);
+    assert_eq!(env.state(&id)["status"], "paused");
+    env.ok(&["resume", &id]);
+    let err = env.fails(&["delete", &id]);
+    assert!(err.contains("not stopped"), "{err}");
+    env.ok(&["kill", &id, "KILL"]);
+    assert!(c.wait_status("stopped", 5));
+    env.ok(&["delete", &id]);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn unknown_container_and_bad_signal() {
+    needs_root!();
+    let env = TestEnv::new();
+    for args in [
+        &["state", "nope"][..],
+        &["start", "nope"],
+        &["kill", "nope", "KILL"],
+        &["delete", "nope"],
+        &["exec", "nope", "true"],
+    ] {
+        let err = env.fails(args);
+        assert!(err.contains("container does not exist"), "{args:?}: {err}");
+    }
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("c1");
+    let _c = Container::start(&env, &b, &id);
+    let err = env.fails(&["kill", &id, "SIGNOPE"]);
+    assert!(err.contains("unknown signal"), "{err}");
+    assert_eq!(env.state(&id)["status"], "running");
+}
