@@ -117,9 +117,39 @@ pub struct ExecOptions {
     pub ignore_paused: bool,
 }
 
+/// Moves the calling process into the user namespace of `pid` when it differs from
+/// its own. libcontainer 0.7's tenant builder joins every namespace of the container
+/// but the user namespace (its list omits "user"), so without this an exec'd process
+/// would run as real host root inside a container that has its own user namespace.
+/// runc's exec joins the user namespace first, too; the namespaces it owns can then
+/// be joined with the capabilities the caller holds in it. The caller must be
+/// single-threaded (setns(2)).
+///
+/// Errors: the namespace file cannot be opened or `setns(2)` fails.
+pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
+    use std::os::unix::fs::MetadataExt;
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        EngineError::Lib(LibcontainerError::Other(format!(
+            "join the container's user namespace: {what}: {e}"
+        )))
+    };
+    let path = format!("/proc/{pid}/ns/user");
+    let theirs = std::fs::metadata(&path).map_err(|e| err(&path, &e))?;
+    let ours = std::fs::metadata("/proc/self/ns/user").map_err(|e| err("own", &e))?;
+    if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) {
+        return Ok(());
+    }
+    let f = std::fs::File::open(&path).map_err(|e| err(&path, &e))?;
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWUSER).map_err(|e| err("setns", &e))
+}
+
 /// Starts a process in running container `id` and returns its pid (a child of the
-/// caller, so it can be waited for).
+/// caller, so it can be waited for). The caller joins the container's user namespace
+/// first (see [`join_user_namespace`]).
 pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
+    if let Some(pid) = load(root, id)?.pid() {
+        join_user_namespace(pid)?;
+    }
     Ok(
         ContainerBuilder::new(id.to_string(), SyscallType::default())
             .with_root_path(root)?

@@ -51,12 +51,9 @@ impl OwnTerminal {
 
 /// Waits for `pid` to exit, stops `fwd`, reaps, and returns runc's exit status.
 pub fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
-    loop {
-        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            _ => break,
-        }
-    }
+    while let Err(nix::errno::Errno::EINTR) =
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+    {}
     fwd.stop();
     loop {
         return match waitpid(pid, None) {

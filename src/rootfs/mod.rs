@@ -377,7 +377,8 @@ fn top_mount_in(mountinfo: &str, target: &Path) -> Option<MountEntry> {
     let want = target.to_string_lossy();
     mountinfo
         .lines()
-        .filter_map(|line| {
+        .rev()
+        .find_map(|line| {
             let (pre, post) = line.split_once(" - ")?;
             let f: Vec<&str> = pre.split(' ').collect();
             let mp = unescape(f.get(4)?);
@@ -390,7 +391,6 @@ fn top_mount_in(mountinfo: &str, target: &Path) -> Option<MountEntry> {
                 options: f.get(5).copied().unwrap_or("").to_string(),
             })
         })
-        .last()
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
