@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod logging;
 pub mod plan;
 pub mod prepare;
+pub mod propagation;
 pub mod record;
 pub mod rootfs;
 pub mod signals;

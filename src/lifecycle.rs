@@ -25,6 +25,8 @@ pub enum LifecycleError {
     Record(#[from] record::RecordError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    Propagation(#[from] crate::propagation::PropagationError),
     #[error("{0}")]
     Other(String),
 }
@@ -118,7 +120,15 @@ fn create_prepared(
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
     prepare::crash_point("before-libcontainer");
-    Ok(engine::build_init(builder, &spec_dir, &req.init)?)
+    let mut c = engine::build_init(builder, &spec_dir, &req.init)?;
+    prepare::crash_point("after-libcontainer");
+    if let Some(pid) = c.pid()
+        && let Err(e) = crate::propagation::apply(&spec, pid)
+    {
+        let _ = c.delete(true);
+        return Err(e.into());
+    }
+    Ok(c)
 }
 
 /// Deletes container `id`: libcontainer's delete (kill with `force`, cgroup, poststop

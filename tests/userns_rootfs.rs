@@ -384,6 +384,7 @@ fn delete_force_cleans_up_after_a_crashed_create() {
         "after-upper",
         "after-mount",
         "before-libcontainer",
+        "after-libcontainer",
     ] {
         let b = layered_bundle(&env, point, &layers, &["sleep", "1000"]);
         let id = env.id(point);

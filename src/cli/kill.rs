@@ -12,7 +12,7 @@ pub struct KillArgs {
     /// The container id
     pub id: String,
     /// Signal name (KILL, SIGKILL) or number
-    #[arg(default_value = "SIGTERM")]
+    #[arg(default_value = "SIGTERM", allow_negative_numbers = true)]
     pub signal: String,
     /// Send the signal to all processes in the container
     #[arg(short = 'a', long)]

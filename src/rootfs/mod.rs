@@ -12,7 +12,7 @@
 //! Plain directory rootfs under a user namespace: one idmapped clone of the directory
 //! attached on top of itself.
 
-pub(crate) mod mountapi;
+pub mod mountapi;
 pub mod userns_fd;
 
 use std::collections::BTreeMap;
@@ -375,22 +375,19 @@ pub fn mount_at(target: &Path) -> Option<MountEntry> {
 /// Parses mountinfo text (proc(5)) for the last (topmost) mount at `target`.
 fn top_mount_in(mountinfo: &str, target: &Path) -> Option<MountEntry> {
     let want = target.to_string_lossy();
-    mountinfo
-        .lines()
-        .rev()
-        .find_map(|line| {
-            let (pre, post) = line.split_once(" - ")?;
-            let f: Vec<&str> = pre.split(' ').collect();
-            let mp = unescape(f.get(4)?);
-            let mut p = post.split(' ');
-            let fstype = p.next()?.to_string();
-            let source = unescape(p.next()?);
-            (mp == want).then(|| MountEntry {
-                fstype,
-                source,
-                options: f.get(5).copied().unwrap_or("").to_string(),
-            })
+    mountinfo.lines().rev().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        let f: Vec<&str> = pre.split(' ').collect();
+        let mp = unescape(f.get(4)?);
+        let mut p = post.split(' ');
+        let fstype = p.next()?.to_string();
+        let source = unescape(p.next()?);
+        (mp == want).then(|| MountEntry {
+            fstype,
+            source,
+            options: f.get(5).copied().unwrap_or("").to_string(),
         })
+    })
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal (`\040`).

@@ -207,6 +207,39 @@ impl Drop for TestEnv {
     }
 }
 
+/// What container `id` left on the host: its default cgroup (`/siloc-<id>` in any
+/// hierarchy) and processes whose command line names it.
+pub fn traces_of(id: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    let cg = format!("siloc-{id}");
+    if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in rd.flatten() {
+            for p in [h.path().join(&cg), Path::new("/sys/fs/cgroup").join(&cg)] {
+                if p.exists() {
+                    left.push(format!("cgroup {}", p.display()));
+                }
+            }
+        }
+    }
+    let me = std::process::id().to_string();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !name.chars().all(|c| c.is_ascii_digit()) || name == me {
+                continue;
+            }
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.split(' ').any(|w| w == id) {
+                left.push(format!("process {name}: {cmd}"));
+            }
+        }
+    }
+    left.sort();
+    left.dedup();
+    left
+}
+
 /// Mount points at or under `dir`, in mountinfo order.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let prefix = dir.to_string_lossy().to_string();

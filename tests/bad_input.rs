@@ -1,0 +1,180 @@
+//! Bad input: each case exits non-zero with a runc-style message that names what is
+//! wrong, and leaves no mount, cgroup, process or state behind. Needs root.
+
+mod common;
+
+use common::{Container, TestEnv, traces_of};
+
+/// Asserts `args` fails with `needle` in stderr and leaves nothing of `id`.
+fn fails_cleanly(env: &TestEnv, args: &[&str], needle: &str, id: &str) {
+    let (ok, _, err) = env.detached(args);
+    assert!(!ok, "{args:?} should fail");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in {err:?}"
+    );
+    assert!(err.lines().count() <= 2, "one-line message expected: {err}");
+    assert!(
+        env.leftovers().is_empty(),
+        "{args:?}: {:?}",
+        env.leftovers()
+    );
+    assert!(traces_of(id).is_empty(), "{args:?}: {:?}", traces_of(id));
+}
+
+#[test]
+fn missing_bundle_and_config() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("nob");
+    let missing = env.dir.path().join("nope");
+    fails_cleanly(
+        &env,
+        &["create", "--bundle", missing.to_str().unwrap(), &id],
+        "nope",
+        &id,
+    );
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    fails_cleanly(
+        &env,
+        &["create", "--bundle", empty.to_str().unwrap(), &id],
+        "config.json not found",
+        &id,
+    );
+}
+
+#[test]
+fn malformed_and_schema_invalid_config_name_the_field() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("badcfg");
+    let b = env.bundle("b", &["true"]);
+    let cfg = b.dir.join("config.json");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let cases: &[(&str, &str)] = &[
+        ("{ not json", "(top level)"),
+        (
+            &good.replace("\"args\": [", "\"args\": 5, \"x\": ["),
+            "process.args",
+        ),
+        (
+            &good.replace("\"cwd\": \"/\"", "\"cwd\": \"relative\""),
+            "process.cwd",
+        ),
+        (
+            &good.replace("\"ociVersion\"", "\"ociVersionX\""),
+            "ociVersion",
+        ),
+        (
+            &good.replace("\"uid\": 0", "\"uid\": \"root\""),
+            "process.user.uid",
+        ),
+        (
+            &good.replace("\"destination\": \"/proc\"", "\"destination\": \"proc\""),
+            "mounts[0].destination",
+        ),
+    ];
+    for (text, field) in cases {
+        std::fs::write(&cfg, text).unwrap();
+        fails_cleanly(&env, &["create", "--bundle", b.path(), &id], field, &id);
+    }
+}
+
+#[test]
+fn duplicate_id_start_twice_and_delete_running() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("dup");
+    let c = Container::create(&env, &b, &id);
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(!ok && err.contains("container with id exists"), "{err}");
+    env.ok(&["start", &id]);
+    let err = env.fails(&["start", &id]);
+    assert!(err.contains("cannot start"), "{err}");
+    let err = env.fails(&["delete", &id]);
+    assert!(err.contains("not stopped"), "{err}");
+    assert_eq!(
+        env.state(&id)["status"],
+        "running",
+        "a refused delete leaves it running"
+    );
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
+
+#[test]
+fn bad_signal_and_bad_id() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("sig");
+    let _c = Container::start(&env, &b, &id);
+    for bad in ["SIGNOPE", "0", "99", "-1"] {
+        let err = env.fails(&["kill", &id, bad]);
+        assert!(err.contains("unknown signal"), "{bad}: {err}");
+    }
+    assert_eq!(env.state(&id)["status"], "running");
+    for bad in ["a/b", ".hidden", "sp ace"] {
+        let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), bad]);
+        assert!(!ok && err.contains("invalid container id"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn errors_go_to_the_json_log() {
+    needs_root!();
+    let env = TestEnv::new();
+    let log = env.dir.path().join("log.json");
+    let o = env
+        .cmd(&[
+            "--log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "json",
+            "state",
+            "nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let line = std::fs::read_to_string(&log).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    assert_eq!(v["level"], "error");
+    assert_eq!(v["msg"], "container does not exist");
+    assert!(v["time"].as_str().unwrap().contains('T'));
+    // with the log in a file, runc repeats the error on stderr
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "container does not exist\n"
+    );
+}
+
+#[test]
+fn systemd_cgroup_without_systemd_is_a_clear_error() {
+    needs_root!();
+    if std::path::Path::new("/run/systemd/system").exists() {
+        eprintln!("SKIPPED: systemd runs here");
+        return;
+    }
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("sd");
+    let o = std::process::Command::new(common::siloc_bin())
+        .args([
+            "--root",
+            env.root.to_str().unwrap(),
+            "--systemd-cgroup",
+            "create",
+            "--bundle",
+            b.path(),
+            &id,
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("systemd is not running"));
+    assert!(env.leftovers().is_empty());
+}

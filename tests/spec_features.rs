@@ -1,0 +1,345 @@
+//! The runtime-spec features siloc reaches through libcontainer, each with a real
+//! container: hooks, masked and read-only paths, devices, mounts with propagation,
+//! capabilities, rlimits, seccomp, sysctl, cgroup limits, a user namespace from the
+//! spec, hostname and env. Needs root; skips loudly without it.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Container, TestEnv};
+use serde_json::{Value, json};
+
+/// Runs the bundle in the foreground; returns (exit code, stdout, stderr).
+fn run(env: &TestEnv, b: &common::Bundle, name: &str) -> (i32, String, String) {
+    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hooks_run_at_each_point_with_the_state() {
+    needs_root!();
+    let env = TestEnv::new();
+    let log = env.dir.path().join("hooks");
+    std::fs::create_dir_all(&log).unwrap();
+    let mut b = env.bundle("b", &["sh", "-c", "echo process-ran > /hooklog/process"]);
+    let host_hook = |name: &str| {
+        // The state arrives on stdin; keep it to check the id.
+        json!({"path": "/bin/sh", "args": ["sh", "-c", format!("cat > {}/{name}", log.display())]})
+    };
+    let ctr_hook = |name: &str| json!({"path": "/bin/sh", "args": ["sh", "-c", format!("cat > /hooklog/{name}")]});
+    b.edit(|s| {
+        s["root"]["readonly"] = Value::Bool(false);
+        s["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/hooklog", "type": "bind",
+            "source": log.display().to_string(), "options": ["rbind", "rw"]
+        }));
+        s["hooks"] = json!({
+            "prestart": [host_hook("prestart")],
+            "createRuntime": [host_hook("createRuntime")],
+            "createContainer": [host_hook("createContainer")],
+            "startContainer": [ctr_hook("startContainer")],
+            "poststart": [host_hook("poststart")],
+            "poststop": [host_hook("poststop")],
+        });
+    });
+    let id = env.id("hooks");
+    let o = env.siloc(&["run", "--bundle", b.path(), &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for h in [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "startContainer",
+        "poststart",
+        "poststop",
+    ] {
+        let text =
+            std::fs::read_to_string(log.join(h)).unwrap_or_else(|_| panic!("{h} did not run"));
+        let state: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{h}: {e}: {text}"));
+        assert_eq!(state["id"], id.as_str(), "{h}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(log.join("process")).unwrap(),
+        "process-ran\n"
+    );
+}
+
+#[test]
+fn failing_prestart_hook_fails_create_and_leaves_nothing() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["hooks"] = json!({"prestart": [{"path": "/bin/false"}]}));
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &env.id("badhook")]);
+    assert!(!ok);
+    assert!(err.contains("hook"), "{err}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn masked_and_readonly_paths() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "echo kcore=$(cat /proc/kcore | wc -c); \
+             echo 1 > /proc/sys/kernel/domainname 2>/dev/null && echo sys-writable || echo sys-ro; \
+             ls /sys/firmware | wc -l",
+        ],
+    );
+    let (code, out, err) = run(&env, &b, "mask");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "kcore=0\nsys-ro\n0\n");
+}
+
+#[test]
+fn devices_from_the_spec() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "stat -c '%t:%T %a' /dev/mynull; echo x > /dev/mynull && echo wrote; \
+                        head -c 4 /dev/zero | wc -c; test -e /dev/kmsg || echo no-kmsg",
+        ],
+    );
+    b.edit(|s| {
+        s["linux"]["devices"] = json!([{"path": "/dev/mynull", "type": "c", "major": 1, "minor": 3,
+                                        "fileMode": 438, "uid": 0, "gid": 0}]);
+        s["linux"]["resources"]["devices"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}));
+    });
+    let (code, out, err) = run(&env, &b, "dev");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "1:3 666\nwrote\n4\nno-kmsg\n");
+}
+
+/// A shared host mount, bind-mounted `rslave` and `rprivate`: a mount made on the host
+/// after start shows up only through the slave.
+#[test]
+fn bind_mount_propagation() {
+    needs_root!();
+    let env = TestEnv::new();
+    let shared = env.dir.path().join("shared");
+    std::fs::create_dir_all(shared.join("sub")).unwrap();
+    let sh = shared.to_str().unwrap();
+    nix::mount::mount(
+        Some(sh),
+        sh,
+        None::<&str>,
+        nix::mount::MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .unwrap();
+    nix::mount::mount(
+        None::<&str>,
+        sh,
+        None::<&str>,
+        nix::mount::MsFlags::MS_SHARED,
+        None::<&str>,
+    )
+    .unwrap();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| {
+        for (dst, prop) in [("/slave", "rslave"), ("/private", "rprivate")] {
+            s["mounts"].as_array_mut().unwrap().push(json!({
+                "destination": dst, "type": "bind", "source": sh,
+                "options": ["rbind", prop]
+            }));
+        }
+    });
+    let c = Container::start(&env, &b, &env.id("prop"));
+    let sub = shared.join("sub");
+    nix::mount::mount(
+        Some("tmpfs"),
+        &sub,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    let (code, out, err) = c.exec(&["sh", "-c", "grep -c ' /slave/sub ' /proc/self/mountinfo; grep -c ' /private/sub ' /proc/self/mountinfo"]);
+    let _ = nix::mount::umount2(&sub, nix::mount::MntFlags::MNT_DETACH);
+    drop(c);
+    let _ = nix::mount::umount2(&shared, nix::mount::MntFlags::MNT_DETACH);
+    assert_eq!(out, "1\n0\n", "exit {code}: {err}");
+}
+
+#[test]
+fn capabilities_and_rlimits() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "grep CapEff /proc/self/status; ulimit -n; ulimit -Hn",
+        ],
+    );
+    b.edit(|s| {
+        let caps = json!(["CAP_CHOWN", "CAP_KILL"]);
+        for set in ["bounding", "effective", "permitted", "ambient"] {
+            s["process"]["capabilities"][set] = caps.clone();
+        }
+        s["process"]["rlimits"] = json!([{"type": "RLIMIT_NOFILE", "soft": 512, "hard": 768}]);
+    });
+    let (code, out, err) = run(&env, &b, "caps");
+    assert_eq!(code, 0, "{err}");
+    // CAP_CHOWN is bit 0, CAP_KILL bit 5.
+    assert_eq!(out, "CapEff:\t0000000000000021\n512\n768\n");
+}
+
+#[test]
+fn seccomp_profile_denies_a_syscall() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "mkdir /tmp/x 2>&1; echo rc=$?; ls /tmp >/dev/null && echo ls-ok",
+        ],
+    );
+    b.edit(|s| {
+        s["root"]["readonly"] = Value::Bool(false);
+        s["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+        });
+    });
+    let (code, out, err) = run(&env, &b, "seccomp");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Operation not permitted"), "{out}");
+    assert!(out.contains("rc=1") && out.contains("ls-ok"), "{out}");
+}
+
+#[test]
+fn sysctl_hostname_env_and_cwd() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "cat /proc/sys/net/ipv4/ip_forward; hostname; echo $FOO; pwd",
+        ],
+    );
+    b.edit(|s| {
+        s["linux"]["sysctl"] = json!({"net.ipv4.ip_forward": "1"});
+        s["hostname"] = json!("box1");
+        s["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("FOO=bar"));
+        s["process"]["cwd"] = json!("/etc");
+    });
+    let (code, out, err) = run(&env, &b, "sysctl");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "1\nbox1\nbar\n/etc\n");
+}
+
+#[test]
+fn cgroup_limits_reach_the_cgroup() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("limits");
+    let cg = format!("/siloc-test/{id}");
+    b.edit(|s| {
+        s["linux"]["cgroupsPath"] = json!(cg);
+        s["linux"]["resources"]["memory"] = json!({"limit": 67108864});
+        s["linux"]["resources"]["pids"] = json!({"limit": 42});
+    });
+    let c = Container::start(&env, &b, &id);
+    let read = |p: &str| std::fs::read_to_string(Path::new(p)).unwrap_or_default();
+    let v1 = Path::new("/sys/fs/cgroup/memory").is_dir();
+    if v1 {
+        assert_eq!(
+            read(&format!("/sys/fs/cgroup/memory{cg}/memory.limit_in_bytes")),
+            "67108864\n"
+        );
+        assert_eq!(read(&format!("/sys/fs/cgroup/pids{cg}/pids.max")), "42\n");
+    } else {
+        assert_eq!(
+            read(&format!("/sys/fs/cgroup{cg}/memory.max")),
+            "67108864\n"
+        );
+        assert_eq!(read(&format!("/sys/fs/cgroup{cg}/pids.max")), "42\n");
+    }
+    // update changes a live container's limits
+    env.ok(&["update", "--pids-limit", "7", &id]);
+    let pids = if v1 {
+        format!("/sys/fs/cgroup/pids{cg}/pids.max")
+    } else {
+        format!("/sys/fs/cgroup{cg}/pids.max")
+    };
+    assert_eq!(read(&pids), "7\n");
+    drop(c);
+    // the container's cgroup is gone; remove the parent this test named
+    for ctl in [
+        "memory",
+        "pids",
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "devices",
+        "freezer",
+        "blkio",
+        "hugetlb",
+        "net_cls",
+        "perf_event",
+        "systemd",
+        "",
+    ] {
+        let p = Path::new("/sys/fs/cgroup")
+            .join(ctl)
+            .join(format!("siloc-test/{id}"));
+        assert!(!p.exists(), "{} left behind", p.display());
+        let _ = std::fs::remove_dir(p.parent().unwrap());
+    }
+}
+
+#[test]
+fn user_namespace_from_the_spec() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "id -u; cat /proc/self/uid_map; stat -c %u /bin/busybox",
+        ],
+    );
+    b.edit(|s| {
+        s["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user"}));
+        s["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
+        s["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
+    });
+    let (code, out, err) = run(&env, &b, "specns");
+    assert_eq!(code, 0, "{err}");
+    let words: Vec<&str> = out.split_whitespace().collect();
+    // The rootfs is host root's and the spec maps no host 0: files show as the
+    // overflow uid, exactly as under runc.
+    assert_eq!(words, ["0", "0", "300000", "65536", "65534"]);
+}
