@@ -1,0 +1,151 @@
+//! Foreground `run` and `exec` must return the process's exit status as soon as it
+//! exits, every time: runtimes have shipped races here that hang one run in dozens.
+//! Hundreds of fast-exiting containers and execs, with and without a terminal, each
+//! with a deadline. Needs root; skips loudly without it.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Container, TestEnv};
+
+/// Waits for `child` up to `deadline`; kills it and returns None when it hangs.
+fn wait_with_deadline(mut child: Child, deadline: Duration) -> Option<(i32, String)> {
+    let end = Instant::now() + deadline;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                let mut out = String::new();
+                if let Some(mut o) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut o, &mut out);
+                }
+                return Some((st.code().unwrap_or(-1), out));
+            }
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[test]
+fn hundreds_of_fast_runs_never_hang() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut plain = env.bundle("plain", &["sh", "-c", "echo out; exit 7"]);
+    plain.edit(|_| {});
+    let mut tty = env.bundle("tty", &["sh", "-c", "echo out; exit 7"]);
+    tty.edit(|s| s["process"]["terminal"] = serde_json::Value::Bool(true));
+    let n = 300;
+    let t0 = Instant::now();
+    for i in 0..n {
+        let b = if i % 3 == 0 { &tty } else { &plain };
+        let id = env.id(&format!("s{i}"));
+        let child = env
+            .cmd(&["run", "--bundle", b.path(), &id])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        match wait_with_deadline(child, DEADLINE) {
+            Some((code, out)) => {
+                assert_eq!(code, 7, "run {i} ({id}) exit status");
+                assert_eq!(out.trim_end(), "out", "run {i} output");
+            }
+            None => panic!("run {i} ({id}) hung for {DEADLINE:?}"),
+        }
+    }
+    eprintln!("{n} runs in {:?}", t0.elapsed());
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn hundreds_of_fast_execs_never_hang() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "10000"]);
+    let id = env.id("ex");
+    let _c = Container::start(&env, &b, &id);
+    let n = 300;
+    for i in 0..n {
+        let mut args = vec!["exec"];
+        if i % 3 == 0 {
+            args.push("--tty");
+        }
+        args.extend([id.as_str(), "sh", "-c", "echo e; exit 5"]);
+        let child = env
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        match wait_with_deadline(child, DEADLINE) {
+            Some((code, out)) => {
+                assert_eq!(code, 5, "exec {i} exit status");
+                assert_eq!(out.trim_end(), "e", "exec {i} output");
+            }
+            None => panic!("exec {i} hung for {DEADLINE:?}"),
+        }
+    }
+    assert_eq!(env.state(&id)["status"], "running");
+}
+
+#[test]
+fn signals_reach_the_foreground_container() {
+    needs_root!();
+    let env = TestEnv::new();
+    // The shell traps TERM and exits 42: siloc must forward the signal and report it.
+    let b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 42' TERM; echo ready; while true; do sleep 0.05; done",
+        ],
+    );
+    let id = env.id("sig");
+    let mut child = env
+        .cmd(&["run", "--bundle", b.path(), &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = [0u8; 6];
+    std::io::Read::read_exact(&mut out, &mut buf).unwrap();
+    assert_eq!(&buf, b"ready\n");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    match wait_with_deadline(child, Duration::from_secs(10)) {
+        Some((code, _)) => assert_eq!(code, 42),
+        None => panic!("run did not return after SIGTERM"),
+    }
+    // A container killed by SIGKILL (from `siloc kill`): 128 + 9, as runc reports.
+    let b = env.bundle("b2", &["sleep", "1000"]);
+    let id = env.id("k");
+    let child = env
+        .cmd(&["run", "--bundle", b.path(), &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while env.siloc(&["state", &id]).stdout.is_empty() || env.state(&id)["status"] != "running" {
+        assert!(Instant::now() < end, "container never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    env.ok(&["kill", &id, "KILL"]);
+    match wait_with_deadline(child, Duration::from_secs(10)) {
+        Some((code, _)) => assert_eq!(code, 137),
+        None => panic!("run did not return after the container was killed"),
+    }
+}
