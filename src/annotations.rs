@@ -25,3 +25,9 @@ pub const IO_WEIGHT: &str = "io.siloc.io.weight";
 pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
 /// Written by siloc: how the rootfs was assembled (`overlay layers=N idmapped=yes`).
 pub const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";
+/// Written by siloc when `io.siloc.numa` is not off: `mode=auto nodes=0 cpus=0-23
+/// mems=0 devices=nvme0n1@0(259:0) reason=…` (`-`: left as the spec has it).
+pub const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
+/// Written by siloc when an I/O policy applies: `class=NAME cgroup=v1 devices=
+/// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N spec=…` (`-`: none).
+pub const OUT_IO_POLICY: &str = "io.siloc.io.policy";

@@ -222,6 +222,9 @@ impl HostConfig {
                 format!("{:?}: use \"off\" or \"auto\"", self.userns.default),
             ));
         }
+        if let Err(m) = crate::numa::NumaMode::parse(&self.numa.default) {
+            return Err(invalid("numa.default", m));
+        }
         if self.userns.size == 0 {
             return Err(invalid("userns.size", "must be at least 1".into()));
         }
@@ -304,6 +307,15 @@ mod tests {
         assert!(e.to_string().contains("io.default_class"), "{e}");
         let e = parse("[userns]\ndefault = \"maybe\"\n").unwrap_err();
         assert!(e.to_string().contains("userns.default"), "{e}");
+        let e = parse("[numa]\ndefault = \"on\"\n").unwrap_err();
+        assert!(e.to_string().contains("numa.default"), "{e}");
+        assert_eq!(
+            parse("[numa]\ndefault = \"node:1\"\n")
+                .unwrap()
+                .numa
+                .default,
+            "node:1"
+        );
     }
 
     #[test]

@@ -139,6 +139,9 @@ pub struct NumaDecision {
     /// The container's devices, as [`PathDevices::describe`] shows them.
     pub devices: Vec<String>,
     pub reason: String,
+    /// The spec pins CPUs or memory elsewhere and keeps them (a logged conflict).
+    #[serde(default)]
+    pub spec_wins: bool,
 }
 
 impl NumaDecision {
@@ -282,6 +285,7 @@ pub fn decide(
         mems: None,
         devices: devices.clone(),
         reason,
+        spec_wins: false,
     };
     let (nodes, reason) = match plan.mode {
         NumaMode::Off => return Ok(unplaced("off".into())),
@@ -329,13 +333,17 @@ pub fn decide(
         Some(s) => mems.intersection(s),
         None => mems,
     };
+    let conflict = |reason: String| NumaDecision {
+        spec_wins: true,
+        ..unplaced(reason)
+    };
     if cpus_in_spec.is_empty() {
         let s = plan
             .spec_cpus
             .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_default();
-        return Ok(unplaced(format!(
+        return Ok(conflict(format!(
             "{reason}; but the spec pins CPUs {s}, none usable on node(s) {}: the spec wins",
             join(&nodes)
         )));
@@ -346,7 +354,7 @@ pub fn decide(
             .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_default();
-        return Ok(unplaced(format!(
+        return Ok(conflict(format!(
             "{reason}; but the spec pins memory to node(s) {s}, not {}: the spec wins",
             join(&nodes)
         )));
@@ -358,6 +366,7 @@ pub fn decide(
         mems: Some(mems_in_spec),
         devices,
         reason,
+        spec_wins: false,
     })
 }
 
@@ -562,7 +571,11 @@ mod tests {
         assert_eq!(placed(&d), pair("0-1,3", "0"));
         let d = place("intel-2s-ht", NumaMode::Auto, &t, 0, (Some("24-27"), None)).unwrap();
         assert!(d.cpus.is_none() && d.mems.is_none());
-        assert!(d.reason.contains("spec wins"), "{}", d.reason);
+        assert!(
+            d.spec_wins && d.reason.contains("spec wins"),
+            "{}",
+            d.reason
+        );
         let d = place("intel-2s-ht", NumaMode::Auto, &t, 0, (None, Some("1"))).unwrap();
         assert!(
             d.cpus.is_none() && d.reason.contains("spec wins"),

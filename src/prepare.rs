@@ -24,6 +24,8 @@ pub enum PrepareError {
     Userns(#[from] crate::rootfs::userns_fd::UsernsFdError),
     #[error(transparent)]
     Record(#[from] crate::record::RecordError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
     #[error("root.path {path}: {msg}")]
     RootPath { path: PathBuf, msg: String },
     #[error("annotation {key}: {path}: {msg}")]
@@ -98,6 +100,13 @@ fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
 /// Carries out the plan in `rec`, saving `rec` before each step. On error the caller
 /// runs [`undo`] with the same record.
 pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
+    // Devices, NUMA node and I/O policy first: only reads, so a refusal leaves nothing.
+    let placement =
+        crate::placement::place(&crate::placement::HostSources::system(), rec, env.data_root)?;
+    if placement.is_some() {
+        rec.prepared.placement = placement;
+        rec.save(env.state_root)?;
+    }
     if let UsernsPlan::Auto { size } = rec.plan.userns {
         // The pool table is this step's record: release by id is always safe.
         rec.prepared.range = Some(env.pool.allocate(&rec.id, size)?);
@@ -327,6 +336,9 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
                 }
             ),
         )),
+    }
+    if let Some(p) = &rec.prepared.placement {
+        notes.extend(crate::placement::finalize(&mut linux, p));
     }
     spec.set_linux(Some(linux));
     if !notes.is_empty() {

@@ -34,6 +34,9 @@ pub struct Prepared {
     pub made_dirs: Vec<PathBuf>,
     /// A mount siloc attached at the rootfs path.
     pub mount: Option<RootfsMount>,
+    /// The devices found and the NUMA and I/O decisions (nothing to undo).
+    #[serde(default)]
+    pub placement: Option<crate::placement::Placement>,
 }
 
 /// The one mount siloc attaches, and how to recognise it in mountinfo.
@@ -179,6 +182,9 @@ mod tests {
             plan: Plan {
                 userns: UsernsPlan::Auto { size: 10 },
                 rootfs: RootfsPlan::IdmapBind,
+                numa: Default::default(),
+                io: Default::default(),
+                volumes: Vec::new(),
             },
             prepared: Prepared::default(),
         };

@@ -4,6 +4,10 @@
 //! As runc: the container's current resources, then the file on top, then single
 //! flags on top of that; the result is applied through libcgroups and saved as the
 //! container's spec, so the next `update` starts from it.
+//!
+//! siloc adds `--io-max "rbps=…,wbps=…,riops=…,wiops=…"`: throttles for the whole disks
+//! behind the container's writable layer and volumes (the devices siloc found at
+//! create), `max` lifting a limit.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -13,7 +17,8 @@ use oci_spec::runtime::{LinuxResources, Spec};
 use serde_json::{Value, json};
 
 use super::Ctx;
-use crate::{engine, record};
+use crate::locality::{self, DevNum};
+use crate::{engine, iopolicy, placement, record};
 
 #[derive(clap::Args, Debug, Default)]
 pub struct UpdateArgs {
@@ -58,6 +63,10 @@ pub struct UpdateArgs {
     /// Maximum number of pids (-1 for unlimited)
     #[arg(long = "pids-limit")]
     pub pids_limit: Option<i64>,
+    /// Throttles for the container's disks: rbps=…,wbps=… (bytes/s, K/M/G),
+    /// riops=…,wiops=… (IOPS); max lifts a limit (siloc)
+    #[arg(long = "io-max", value_name = "LIMITS")]
+    pub io_max: Option<String>,
 }
 
 /// `-1` or a size with K/M/G suffix. Errors name the flag.
@@ -165,10 +174,42 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
         merge(&mut merged, read_resources(src)?);
     }
     merge(&mut merged, flags_json(&a)?);
-    let resources: LinuxResources = serde_json::from_value(merged)?;
+    let mut resources: LinuxResources = serde_json::from_value(merged)?;
+    let v2 = matches!(
+        libcgroups::common::get_cgroup_setup(),
+        Ok(libcgroups::common::CgroupSetup::Unified)
+    );
+    let cgroup_dir = if v2 { v2_cgroup_dir(&c) } else { None };
+    // Limits lifted with `max`: v1 deletes a rule written as 0; v2 needs `key=max`.
+    let mut lifted = Vec::new();
+    if let Some(text) = &a.io_max {
+        let settings =
+            iopolicy::parse_io_max(text).map_err(|e| anyhow::anyhow!("--io-max: {e}"))?;
+        let disks = container_disks(ctx, &a.id)?;
+        let mut b = resources.block_io().clone().unwrap_or_default();
+        for (key, rate) in &settings {
+            for (_, dev) in &disks {
+                iopolicy::set_limit(&mut b, *key, *dev, *rate);
+                if rate.is_none() {
+                    lifted.push((*key, *dev));
+                }
+            }
+        }
+        resources.set_block_io(Some(b));
+    }
     // Device rules were set at create; rewriting them on a live container gains nothing.
     let mut apply = resources.clone();
     apply.set_devices(None);
+    if !v2 && !lifted.is_empty() {
+        let mut b = apply.block_io().clone().unwrap_or_default();
+        for (key, dev) in &lifted {
+            iopolicy::set_limit(&mut b, *key, *dev, Some(0));
+        }
+        apply.set_block_io(Some(b));
+    }
+    if let Some(dir) = &cgroup_dir {
+        v2_weight_without_overflow(&mut apply, dir);
+    }
     let manager = create_cgroup_manager(CgroupConfig {
         cgroup_path: c.spec()?.cgroup_path,
         systemd_cgroup: c.systemd(),
@@ -180,11 +221,85 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
         oom_score_adj: None,
         freezer_state: None,
     })?;
+    if v2 && !lifted.is_empty() {
+        let dir = cgroup_dir
+            .ok_or_else(|| anyhow::anyhow!("--io-max: cannot find the container's cgroup"))?;
+        let io_max = dir.join("io.max");
+        for (key, dev) in &lifted {
+            std::fs::write(&io_max, format!("{dev} {key}=max"))
+                .map_err(|e| anyhow::anyhow!("--io-max: write {}: {e}", io_max.display()))?;
+        }
+    }
     if let Some(linux) = spec.linux_mut() {
         linux.set_resources(Some(resources));
     }
     spec.save(&spec_path)?;
     Ok(())
+}
+
+/// The whole disks behind container `id`'s writable layer and volumes: those found
+/// at create, else looked up now.
+fn container_disks(ctx: &Ctx, id: &str) -> anyhow::Result<Vec<(String, DevNum)>> {
+    let rec = record::Record::load(&ctx.root, id)?
+        .ok_or_else(|| anyhow::anyhow!("--io-max: container {id} was not created by siloc"))?;
+    let disks = match &rec.prepared.placement {
+        Some(p) => p.disks(),
+        None => {
+            let rt = ctx.runtime()?;
+            let src = placement::HostSources::system();
+            let r = locality::Resolver {
+                sysfs: src.sysfs,
+                lookup: src.lookup,
+            };
+            let mut paths = vec![placement::writable_path(&rec, &rt.config.data_root)];
+            paths.extend(rec.plan.volumes.iter().map(|v| rec.bundle.join(v)));
+            let mut disks: Vec<(String, DevNum)> = Vec::new();
+            for p in paths {
+                if let Some(d) = r.resolve(&p)?
+                    && !disks.iter().any(|(_, x)| *x == d.dev)
+                {
+                    disks.push((d.disk, d.dev));
+                }
+            }
+            disks
+        }
+    };
+    if disks.is_empty() {
+        anyhow::bail!(
+            "--io-max: container {id} has no block device behind its writable layer or volumes"
+        );
+    }
+    Ok(disks)
+}
+
+/// The cgroup v2 directory of a running container, from its init's /proc/PID/cgroup
+/// (right for both cgroup drivers).
+fn v2_cgroup_dir(c: &libcontainer::container::Container) -> Option<PathBuf> {
+    let pid = c.pid()?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(PathBuf::from("/sys/fs/cgroup").join(rel.trim_start_matches('/')))
+}
+
+/// libcgroups 0.7 scales `blockIO.weight` to io.weight in u16 arithmetic, which
+/// overflows above 16. Where bfq's io.bfq.weight (which takes the weight unscaled) is
+/// absent, hand io.weight the value scaled as runc does, through `unified`.
+fn v2_weight_without_overflow(apply: &mut LinuxResources, dir: &std::path::Path) {
+    let Some(w) = apply.block_io().as_ref().and_then(|b| b.weight()) else {
+        return;
+    };
+    if dir.join("io.bfq.weight").exists() || w == 0 {
+        return;
+    }
+    let scaled = 1 + (u64::from(w).saturating_sub(10)) * 9999 / 990;
+    let mut u = apply.unified().clone().unwrap_or_default();
+    u.entry("io.weight".into())
+        .or_insert_with(|| format!("default {scaled}"));
+    apply.set_unified(Some(u));
+    if let Some(mut b) = apply.block_io().clone() {
+        b.set_weight(None);
+        apply.set_block_io(Some(b));
+    }
 }
 
 #[cfg(test)]
@@ -227,5 +342,21 @@ mod tests {
     fn bad_memory_names_the_flag() {
         let e = mem("memory", &Some("lots".into())).unwrap_err();
         assert!(e.to_string().contains("--memory"));
+    }
+
+    #[test]
+    fn v2_weight_goes_through_unified_without_bfq() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r: LinuxResources =
+            serde_json::from_value(json!({"blockIO":{"weight":500}})).unwrap();
+        v2_weight_without_overflow(&mut r, d.path());
+        assert_eq!(r.block_io().as_ref().unwrap().weight(), None);
+        // runc's scaling: 1 + (500 - 10) * 9999 / 990
+        assert_eq!(r.unified().as_ref().unwrap()["io.weight"], "default 4950");
+        std::fs::write(d.path().join("io.bfq.weight"), "").unwrap();
+        let mut r: LinuxResources =
+            serde_json::from_value(json!({"blockIO":{"weight":500}})).unwrap();
+        v2_weight_without_overflow(&mut r, d.path());
+        assert_eq!(r.block_io().as_ref().unwrap().weight(), Some(500));
     }
 }

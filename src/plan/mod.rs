@@ -65,6 +65,16 @@ pub enum RootfsPlan {
 pub struct Plan {
     pub userns: UsernsPlan,
     pub rootfs: RootfsPlan,
+    /// NUMA-local placement ([`crate::numa`]).
+    #[serde(default)]
+    pub numa: crate::numa::NumaPlan,
+    /// Disk I/O policy ([`crate::iopolicy`]).
+    #[serde(default)]
+    pub io: crate::iopolicy::IoPlan,
+    /// Bind-mount sources as written (relative ones are relative to the bundle),
+    /// whose devices placement and I/O policies cover.
+    #[serde(default)]
+    pub volumes: Vec<PathBuf>,
 }
 
 /// Decides the plan. `spec` is the bundle's config.json; `cfg` the host config.
@@ -75,7 +85,13 @@ pub fn plan(spec: &Spec, cfg: &HostConfig) -> Result<Plan, PlanError> {
     let a = spec.annotations().as_ref().unwrap_or(&empty);
     let userns = plan_userns(spec, a, cfg)?;
     let rootfs = plan_rootfs(a, &userns)?;
-    Ok(Plan { userns, rootfs })
+    Ok(Plan {
+        userns,
+        rootfs,
+        numa: crate::numa::plan(a, spec, cfg)?,
+        io: crate::iopolicy::plan(a, cfg)?,
+        volumes: crate::placement::volumes(spec),
+    })
 }
 
 fn plan_userns(
