@@ -443,26 +443,27 @@ fn libcgroups_v2_writes_the_expected_io_max_lines() {
     for f in fifos {
         nix::unistd::mkfifo(&cg.join(f), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     }
-    // Each reader collects what the writer put into the FIFO until it sees END.
+    // Each reader collects what is written into its FIFO until it sees END. It opens
+    // the FIFO read-write, so it never sees EOF between writers and no write is lost.
     let readers: Vec<_> = fifos
         .iter()
         .map(|f| {
             let p = cg.join(f);
-            std::thread::spawn(move || {
-                let mut all = String::new();
-                loop {
-                    let mut s = String::new();
-                    std::fs::File::open(&p)
-                        .unwrap()
-                        .read_to_string(&mut s)
-                        .unwrap();
-                    if let Some(rest) = s.strip_suffix("END") {
-                        all.push_str(rest);
-                        return all;
-                    }
-                    all.push_str(&s);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                let mut fifo = std::fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+                tx.send(()).unwrap();
+                let mut all = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !all.ends_with(b"END") {
+                    let n = fifo.read(&mut buf).unwrap();
+                    all.extend_from_slice(&buf[..n]);
                 }
-            })
+                all.truncate(all.len() - 3);
+                String::from_utf8(all).unwrap()
+            });
+            rx.recv().unwrap();
+            t
         })
         .collect();
 
