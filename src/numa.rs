@@ -296,7 +296,22 @@ pub fn decide(
                     known: join(&topo.nodes.keys().copied().collect::<Vec<_>>()),
                 });
             }
-            (vec![n], format!("node {n} asked for"))
+            let mut on: Vec<u32> = writable
+                .into_iter()
+                .chain(volumes)
+                .flat_map(PathDevices::nodes)
+                .collect();
+            on.sort_unstable();
+            on.dedup();
+            let reason = if on.is_empty() || on == [n] {
+                format!("node {n} asked for")
+            } else {
+                format!(
+                    "node {n} asked for; the devices are on node(s) {}",
+                    join(&on)
+                )
+            };
+            (vec![n], reason)
         }
         NumaMode::Auto => {
             if !topo.is_multi_node() {
@@ -542,6 +557,16 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("io.siloc.numa"));
+        let d = place(
+            "intel-2s-ht",
+            NumaMode::Node(1),
+            &[("/w", (259, 1))],
+            0,
+            (None, None),
+        )
+        .unwrap();
+        assert_eq!(placed(&d), pair("24-47,72-95", "1"));
+        assert_eq!(d.reason, "node 1 asked for; the devices are on node(s) 0");
     }
 
     #[test]

@@ -248,9 +248,25 @@ fn update_io_max_changes_a_running_container() {
     // a later, unrelated update keeps them (they are saved in the container's spec)
     env.ok(&["update", "--pids-limit", "100", &id]);
     assert_eq!(limits(&dir, &dev), [Some(1 << 30), None, Some(200), None]);
+    // runc's way: a resources file with throttle entries
+    let (major, minor) = dev.split_once(':').expect("MAJ:MIN");
+    let file = env.dir.path().join("res.json");
+    std::fs::write(
+        &file,
+        format!(r#"{{"blockIO":{{"throttleWriteIOPSDevice":[{{"major":{major},"minor":{minor},"rate":300}}]}}}}"#),
+    )
+    .expect("write resources");
+    env.ok(&["update", "--resources", file.to_str().expect("utf-8"), &id]);
+    assert_eq!(
+        limits(&dir, &dev),
+        [Some(1 << 30), None, Some(200), Some(300)]
+    );
     let err = env.fails(&["update", "--io-max", "wbps=0", &id]);
     assert!(err.contains("--io-max") && err.contains("wbps"), "{err}");
-    assert_eq!(limits(&dir, &dev), [Some(1 << 30), None, Some(200), None]);
+    assert_eq!(
+        limits(&dir, &dev),
+        [Some(1 << 30), None, Some(200), Some(300)]
+    );
 }
 
 #[test]

@@ -451,7 +451,11 @@ fn libcgroups_v2_writes_the_expected_io_max_lines() {
             let p = cg.join(f);
             let (tx, rx) = std::sync::mpsc::channel();
             let t = std::thread::spawn(move || {
-                let mut fifo = std::fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+                let mut fifo = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&p)
+                    .unwrap();
                 tx.send(()).unwrap();
                 let mut all = Vec::new();
                 let mut buf = [0u8; 4096];
