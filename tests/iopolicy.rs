@@ -302,3 +302,38 @@ fn bad_policies_fail_create_and_leave_nothing() {
         );
     }
 }
+
+#[test]
+fn layered_rootfs_policy_covers_the_upper_dir() {
+    needs_root!();
+    let env = TestEnv::new();
+    let base = env.dir.path().join("layers/base");
+    common::make_busybox_rootfs(&base);
+    let mut b = Bundle::with_rootfs(&env.dir.path().join("b"), &["sleep", "1000"]);
+    b.annotate(
+        "io.siloc.rootfs.layers",
+        &serde_json::to_string(&[&base]).expect("JSON"),
+    );
+    b.annotate("io.siloc.userns", "auto");
+    b.annotate("io.siloc.io.max", "wbps=4M");
+    b.annotate("io.siloc.numa", "node:0");
+    b.edit(|s| s["root"]["readonly"] = serde_json::Value::Bool(false));
+    let id = env.id("layered");
+    // the ephemeral upper dir does not exist until prepare makes it; its disk is the
+    // data root's
+    let dev = disk_of(&env.data.join("containers").join(&id).join("upper"));
+    let _c = Container::start(&env, &b, &id);
+    assert_eq!(limits(&io_cgroup(&env, &id), &dev)[1], Some(4 << 20));
+    let a = env.state(&id)["annotations"].clone();
+    let policy = a["io.siloc.io.policy"].as_str().unwrap_or("");
+    assert!(policy.contains(&format!("({dev})")), "{policy}");
+    let numa = a["io.siloc.numa.decision"].as_str().unwrap_or("");
+    assert!(numa.starts_with("mode=node:0 nodes=0 "), "{numa}");
+    assert!(
+        a["io.siloc.rootfs.assembly"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("overlay"),
+        "{a}"
+    );
+}
