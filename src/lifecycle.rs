@@ -169,8 +169,26 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
     Ok(())
 }
 
+/// How long delete waits for a killed container's processes to leave its cgroup.
+/// libcgroups gives up on a busy cgroup after about 100 ms, which a loaded host
+/// with many containers dying at once exceeds (seen with 100 parallel deletes).
+const CGROUP_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
-    match c.delete(force) {
+    let deadline = std::time::Instant::now() + CGROUP_DRAIN;
+    let mut result = c.delete(force);
+    // A cgroup still busy with dying processes: kill what is left, give the kernel
+    // time to reap it, and try again. Everything delete did before is idempotent.
+    while let Err(libcontainer::error::LibcontainerError::CgroupManager(_)) = &result {
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        tracing::debug!(id = c.id(), "cgroup busy on delete; retrying");
+        let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        result = c.delete(force);
+    }
+    match result {
         Ok(()) => Ok(()),
         Err(libcontainer::error::LibcontainerError::IncorrectStatus(s)) => {
             Err(LifecycleError::Other(format!(

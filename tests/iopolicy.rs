@@ -208,24 +208,39 @@ fn direct_io_is_held_to_the_limit() {
         id: id.clone(),
     };
     env.ok(&["start", &id]);
-    // 32 MiB at 8 MiB/s: about 4 s each way; busybox dd has oflag/iflag=direct
-    let w = dd_rate(
-        &c,
-        "if=/dev/zero of=/vol/f bs=256K count=128 oflag=direct",
-        32 << 20,
-    );
-    let r = dd_rate(&c, "if=/vol/f of=/dev/null bs=256K iflag=direct", 32 << 20);
-    eprintln!(
-        "O_DIRECT under a {} MiB/s limit: write {:.2} MiB/s, read {:.2} MiB/s",
-        LIMIT >> 20,
-        w / 1048576.0,
-        r / 1048576.0
-    );
-    for (what, rate) in [("write", w), ("read", r)] {
-        let ratio = rate / LIMIT as f64;
+    // 32 MiB at 8 MiB/s: about 4 s each way; busybox dd has oflag/iflag=direct.
+    // Above the limit is always a failure. Below it can only be other load on the
+    // disk (the throttle never slows I/O under its rate), so measure again, up to 3
+    // times, before calling that a failure.
+    let measure = |what: &str| match what {
+        "write" => dd_rate(
+            &c,
+            "if=/dev/zero of=/vol/f bs=256K count=128 oflag=direct",
+            32 << 20,
+        ),
+        _ => dd_rate(&c, "if=/vol/f of=/dev/null bs=256K iflag=direct", 32 << 20),
+    };
+    for what in ["write", "read"] {
+        let mut ratio = 0.0;
+        for attempt in 1..=3 {
+            let rate = measure(what);
+            ratio = rate / LIMIT as f64;
+            eprintln!(
+                "O_DIRECT {what} under a {} MiB/s limit: {:.2} MiB/s (attempt {attempt})",
+                LIMIT >> 20,
+                rate / 1048576.0
+            );
+            assert!(
+                ratio <= 1.1,
+                "{what}: {rate:.0} B/s is {ratio:.3} x the limit"
+            );
+            if ratio >= 0.9 {
+                break;
+            }
+        }
         assert!(
-            (0.9..=1.1).contains(&ratio),
-            "{what}: {rate:.0} B/s is {ratio:.3} x the limit"
+            ratio >= 0.9,
+            "{what}: only {ratio:.3} x the limit in 3 tries"
         );
     }
 }
