@@ -5,7 +5,8 @@
 //! the container has a user namespace; overlayfs built from fds into those trees
 //! (`fsconfig("lowerdir+", fd)`, Linux 6.8+) and attached once at `root.path`
 //! (`move_mount`). Kernels without `lowerdir+` get `mount(2)` with `/proc/self/fd/N`
-//! paths into the same detached trees. Kernel facts (checked on 6.18): overlayfs
+//! paths into the same detached trees, run in a helper's private mount namespace
+//! because overlayfs before 6.15 refuses layers in detached trees (`private_ns`). Kernel facts (checked on 6.18): overlayfs
 //! itself cannot be idmapped (EINVAL); upper/work on an idmapped mount fail with
 //! EOVERFLOW, so they stay plain directories owned by the container's host root ID.
 //!
@@ -13,6 +14,7 @@
 //! attached on top of itself.
 
 pub mod mountapi;
+mod private_ns;
 pub mod userns_fd;
 
 use std::collections::BTreeMap;
@@ -23,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MntFlags, umount2};
 use nix::sys::stat::Mode;
 
 pub use userns_fd::{IdMap, userns_with_mapping};
@@ -139,7 +141,7 @@ fn common_parent(paths: &[&Path]) -> PathBuf {
 /// One detached tree per filesystem and an fd for each layer inside those trees, in
 /// the caller's order. The trees must stay open while the fds are used.
 struct LayerFds {
-    _trees: Vec<OwnedFd>,
+    trees: Vec<OwnedFd>,
     fds: Vec<OwnedFd>,
     idmaps: usize,
 }
@@ -186,7 +188,7 @@ fn open_layers(
         }
     }
     Ok(LayerFds {
-        _trees: trees,
+        trees,
         fds: slots.into_iter().flatten().collect(),
         idmaps,
     })
@@ -253,7 +255,7 @@ pub fn mount_overlay(
     let layers = check_layers(spec.layers)?;
     let lfds = open_layers(&layers, userns)?;
     let mut report = AssemblyReport {
-        trees: lfds._trees.len(),
+        trees: lfds.trees.len(),
         idmaps: lfds.idmaps,
         attached: 1,
         legacy: false,
@@ -264,19 +266,28 @@ pub fn mount_overlay(
                 mountapi::move_mount_to(mnt.as_fd(), target).map_err(sys("move_mount", target))?;
                 return Ok(report);
             }
-            // EINVAL from "lowerdir+" means a kernel before 6.8: take the mount(2) path.
+            // The kernel has no "lowerdir+" (before 6.8): take the mount(2) path.
             Err(Fallback::NoLowerdirPlus) => {}
             Err(Fallback::Failed(e)) => return Err(e),
         }
     }
     report.legacy = true;
-    overlay_legacy(target, &lfds.fds, spec)?;
+    overlay_legacy(target, &lfds, spec)?;
     Ok(report)
 }
 
 enum Fallback {
     NoLowerdirPlus,
     Failed(RootfsError),
+}
+
+/// Whether `fsconfig(FSCONFIG_SET_FD, "lowerdir+")` failing with `errno` on the first
+/// layer means "this kernel has no lowerdir+". Before 6.5 overlayfs used the legacy
+/// mount API, and fsconfig refuses fd parameters for legacy filesystems with
+/// EOPNOTSUPP (fs/fsopen.c; seen on Debian's 6.1); 6.5 to 6.7 parse the new API but
+/// know no "lowerdir+" and answer EINVAL ("Unknown parameter").
+fn lacks_lowerdir_plus(errno: Errno) -> bool {
+    matches!(errno, Errno::EINVAL | Errno::EOPNOTSUPP)
 }
 
 fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fallback> {
@@ -291,7 +302,7 @@ fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fal
     for (n, fd) in fds.iter().rev().enumerate() {
         match mountapi::fs_set_fd(ctx.as_fd(), "lowerdir+", fd.as_fd()) {
             Ok(()) => {}
-            Err(Errno::EINVAL) if n == 0 => return Err(Fallback::NoLowerdirPlus),
+            Err(e) if n == 0 && lacks_lowerdir_plus(e) => return Err(Fallback::NoLowerdirPlus),
             Err(e) => return Err(fail("fsconfig lowerdir+", spec.upper)(e)),
         }
     }
@@ -327,19 +338,17 @@ fn legacy_options(fds: &[i32], spec: &OverlaySpec<'_>) -> Result<String, RootfsE
 
 fn overlay_legacy(
     target: &Path,
-    fds: &[OwnedFd],
+    lfds: &LayerFds,
     spec: &OverlaySpec<'_>,
 ) -> Result<(), RootfsError> {
-    let raw: Vec<i32> = fds.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+    let raw: Vec<i32> = lfds
+        .fds
+        .iter()
+        .map(std::os::fd::AsRawFd::as_raw_fd)
+        .collect();
     let opts = legacy_options(&raw, spec)?;
-    mount(
-        Some(spec.source),
-        target,
-        Some("overlay"),
-        MsFlags::empty(),
-        Some(opts.as_str()),
-    )
-    .map_err(sys("mount overlay", target))
+    let mnt = private_ns::overlay_mount(&lfds.trees, target, spec.source, &opts)?;
+    mountapi::move_mount_to(mnt.as_fd(), target).map_err(sys("move_mount", target))
 }
 
 /// Attaches one idmapped clone of `dir` (recursively, with its submounts) on top of
@@ -463,6 +472,14 @@ mod tests {
             check_layers(&layers),
             Err(RootfsError::TooManyLayers(501))
         ));
+    }
+
+    #[test]
+    fn old_kernels_answers_mean_no_lowerdir_plus() {
+        assert!(lacks_lowerdir_plus(Errno::EOPNOTSUPP)); // < 6.5, legacy mount API
+        assert!(lacks_lowerdir_plus(Errno::EINVAL)); // 6.5 .. 6.7
+        assert!(!lacks_lowerdir_plus(Errno::EBADF));
+        assert!(!lacks_lowerdir_plus(Errno::EPERM));
     }
 
     #[test]
