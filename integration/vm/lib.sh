@@ -109,3 +109,36 @@ leftovers() {
   ls -A "${DATA_ROOT:-$T/data}/containers" 2>/dev/null | sed 's/^/data dir /'
   mounts_under "$T" | sed 's/^/mount /'
 }
+
+# feature_refuses KEY VALUE: whether siloc knows annotation KEY, judged by `create`
+# refusing the bad VALUE with an error that names KEY (an unknown io.siloc.*
+# annotation is ignored, as runtimes ignore annotations they do not know). Uses a
+# throwaway busybox bundle; leaves nothing behind.
+feature_refuses() {
+  pb=$T/probe-$$
+  make_rootfs "$pb/rootfs"
+  make_bundle "$pb" true
+  annotate "$pb" "$1" "$2"
+  if s create --bundle "$pb" probe >"$pb.out" 2>"$pb.err"; then
+    s delete --force probe >/dev/null 2>&1
+    rm -rf "$pb"
+    return 1
+  fi
+  grep -q "$1" "$pb.err" || fail "probe create with $1=$2 failed without naming $1: $(cat "$pb.err")"
+  rm -rf "$pb"
+  return 0
+}
+
+# timed_dd ID MIB [DD ARGS...]: writes MIB MiB of zeros to /dd.out inside running
+# container ID (siloc exec) and prints the elapsed centiseconds, measured inside.
+timed_dd() {
+  id=$1 mib=$2; shift 2
+  out=$(s exec "$id" sh -c 'a=$(cut -d" " -f1 /proc/uptime)
+    dd if=/dev/zero of=/dd.out bs=1M count='"$mib"' "$@" 2>/dev/null || exit 9
+    b=$(cut -d" " -f1 /proc/uptime)
+    echo "$a $b"' sh "$@") || fail "dd in $id failed: $out"
+  echo "$out" | awk '{ printf "%d\n", ($2 - $1) * 100 }'
+}
+
+# rate MIB CS: bytes per second of MIB MiB in CS centiseconds.
+rate() { awk -v m="$1" -v c="$2" 'BEGIN { printf "%d\n", m * 1048576 * 100 / (c > 0 ? c : 1) }'; }
