@@ -17,8 +17,7 @@ done
 chown 1000:1000 "$L/5/layers/5"
 layers=$(i=0; while [ $i -lt $N ]; do echo "$L/$i"; i=$((i + 1)); done | jq -R . | jq -sc .)
 
-# What the container's own process sees (its stdout goes to $T/<id>.out). Not through
-# `siloc exec`: libcontainer 0.7's exec joins no user namespace (see README).
+# What the container's own process sees (its stdout goes to $T/<id>.out).
 VIEW='id -u; cat /proc/self/uid_map; ls /layers | wc -l; cat /etc/marker;
   stat -c "%u:%g" /bin/busybox /layers/5 /layers/6; touch /written && echo written'
 
@@ -68,6 +67,9 @@ echo "$mi" | grep -q ' - overlay siloc-c1 ' || fail "not siloc's overlay at $roo
 echo "$mi" | grep -q 'lowerdir=/proc/self/fd/' || fail "not the mount(2) fallback (want lowerdir=/proc/self/fd/...): $mi"
 [ -z "$(awk '$5 ~ "^/vm/node0/layers50"' /proc/self/mountinfo)" ] || fail "layer trees attached in the host's mount table"
 check_view c1 "$uid"
+# siloc exec joins the container's user namespace (libcontainer's tenant alone does not).
+m=$(s exec c1 cat /proc/self/uid_map | tr -s ' ' | sed 's/^ //')
+[ "$m" = "0 $uid 65536" ] || fail "uid_map of a process siloc exec started: $m"
 [ "$(stat -c %u "$L/0/bin/busybox")" = 0 ] || fail "layer files changed owner"
 
 # A second container from the same layers: same view, disjoint host IDs.
