@@ -3,8 +3,8 @@
 # buffered writes are held to it both when the container fsyncs them and when the
 # kernel's flusher writes them back later (cgroup v2 charges writeback to the cgroup
 # that dirtied the pages; v1 charges it to the root and lets it escape).
-LIMIT=4194304   # bytes/s
-MIB=12
+LIMIT=3145728   # bytes/s (3 MiB/s)
+MIB=9
 dev=${VM_DEV_NODE0#/dev/}
 majmin=$(cat "/sys/block/$dev/dev")
 maj=${majmin%:*} min=${majmin#*:}

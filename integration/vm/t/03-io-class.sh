@@ -2,9 +2,9 @@
 # config's [io.class.slow] wbps puts an io.max line for the disk under the container's
 # writable layer (node 0's disk here) in its cgroup, and a buffered dd in the
 # container (fsync at the end) is held to the limit.
-LIMIT=4194304   # bytes/s, written as "4M" in the class
-MIB=12
-write_config '[io.class.slow]' 'wbps = "4M"'
+LIMIT=3145728   # bytes/s, written as "3M" in the class
+MIB=9
+write_config "[io.class.slow]" "wbps = \"3M\""
 feature_refuses io.siloc.io.class no-such-class-here ||
   skip "siloc ignores io.siloc.io.class (the I/O policy work, branch policy, has not landed)"
 
