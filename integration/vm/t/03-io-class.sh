@@ -6,7 +6,7 @@ LIMIT=3145728   # bytes/s, written as "3M" in the class
 MIB=9
 write_config "[io.class.slow]" "wbps = \"3M\""
 feature_refuses io.siloc.io.class no-such-class-here ||
-  skip "siloc ignores io.siloc.io.class (the I/O policy work, branch policy, has not landed)"
+  fail "siloc accepted io.siloc.io.class=no-such-class-here: the annotation is ignored"
 
 dev=${VM_DEV_NODE0#/dev/}
 majmin=$(cat "/sys/block/$dev/dev")

@@ -4,7 +4,7 @@
 # allowed lists its own process sees.
 [ -d /sys/devices/system/node/node1 ] || fail "the guest has a single NUMA node (hack/vm broken?)"
 feature_refuses io.siloc.numa no-such-mode ||
-  skip "siloc ignores io.siloc.numa (the NUMA placement work, branch policy, has not landed)"
+  fail "siloc accepted io.siloc.numa=no-such-mode: the annotation is ignored"
 
 for n in 0 1; do
   eval disk=\$VM_NODE$n dev=\$VM_DEV_NODE$n
@@ -26,7 +26,7 @@ for n in 0 1; do
   s start "$id" || fail "start $id"
   cg=$(cgroup_dir "$(state_field $id .pid)")
   cpus=$(cat "$cg/cpuset.cpus.effective") mems=$(cat "$cg/cpuset.mems.effective")
-  note "node $n ($dev): cpuset.cpus.effective=$cpus cpuset.mems.effective=$mems; annotations: $(state_field $id '.annotations' | tr -d '\n ')"
+  note "node $n ($dev): cpuset.cpus.effective=$cpus cpuset.mems.effective=$mems; annotations: $(state_field $id '.annotations | tojson')"
   [ "$(cpulist_expand "$cpus")" = "$want_cpus" ] || fail "$id: cpuset.cpus.effective $cpus, want node $n's CPUs ($want_cpus)"
   [ "$mems" = "$n" ] || fail "$id: cpuset.mems.effective $mems, want $n"
   i=0
