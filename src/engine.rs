@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::state::StateError;
 use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::error::LibcontainerError;
 use libcontainer::syscall::syscall::SyscallType;
@@ -60,7 +61,18 @@ pub fn load(root: &Path, id: &str) -> Result<Container, EngineError> {
     if !dir.join("state.json").exists() {
         return Err(EngineError::NotFound(id.to_string()));
     }
-    Ok(Container::load(dir)?)
+    // libcontainer rewrites state.json in place (truncate, then write), so a reader
+    // racing a `start` or `kill` can see it empty or half written: read again.
+    let mut tries = 0;
+    loop {
+        match Container::load(dir.clone()) {
+            Err(LibcontainerError::State(StateError::ParseStateFile { .. })) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            r => return Ok(r?),
+        }
+    }
 }
 
 /// The options of `create`/`run` that libcontainer takes.

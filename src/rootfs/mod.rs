@@ -266,8 +266,11 @@ pub fn mount_overlay(
                 mountapi::move_mount_to(mnt.as_fd(), target).map_err(sys("move_mount", target))?;
                 return Ok(report);
             }
-            // The kernel has no "lowerdir+" (before 6.8): take the mount(2) path.
-            Err(Fallback::NoLowerdirPlus) => {}
+            // The kernel has no "lowerdir+" (before 6.8) or refuses layers in detached
+            // trees (before 6.15): take the mount(2) path.
+            Err(Fallback::UseMountPath(why)) => {
+                tracing::debug!("overlay by fd refused ({why}); using the mount(2) path");
+            }
             Err(Fallback::Failed(e)) => return Err(e),
         }
     }
@@ -277,17 +280,18 @@ pub fn mount_overlay(
 }
 
 enum Fallback {
-    NoLowerdirPlus,
+    UseMountPath(&'static str),
     Failed(RootfsError),
 }
 
-/// Whether `fsconfig(FSCONFIG_SET_FD, "lowerdir+")` failing with `errno` on the first
-/// layer means "this kernel has no lowerdir+". Before 6.5 overlayfs used the legacy
-/// mount API, and fsconfig refuses fd parameters for legacy filesystems with
-/// EOPNOTSUPP (fs/fsopen.c; seen on Debian's 6.1); 6.5 to 6.7 parse the new API but
-/// know no "lowerdir+" and answer EINVAL ("Unknown parameter").
+/// Whether `fsconfig(FSCONFIG_SET_FD, "lowerdir+")` failing with `errno` means "this
+/// kernel cannot take layers by fd". Before 6.5 overlayfs used the legacy mount API,
+/// and fsconfig refuses fd parameters for legacy filesystems with EOPNOTSUPP
+/// (fs/fsopen.c; seen on Debian's 6.1); 6.5 to 6.7 parse the new API but know no
+/// "lowerdir+" and answer EINVAL ("Unknown parameter"); some 6.8+ kernels refuse
+/// O_PATH layer fds with EBADF (reported for 6.13; not checked here).
 fn lacks_lowerdir_plus(errno: Errno) -> bool {
-    matches!(errno, Errno::EINVAL | Errno::EOPNOTSUPP)
+    matches!(errno, Errno::EINVAL | Errno::EOPNOTSUPP | Errno::EBADF)
 }
 
 fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fallback> {
@@ -302,7 +306,13 @@ fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fal
     for (n, fd) in fds.iter().rev().enumerate() {
         match mountapi::fs_set_fd(ctx.as_fd(), "lowerdir+", fd.as_fd()) {
             Ok(()) => {}
-            Err(e) if n == 0 && lacks_lowerdir_plus(e) => return Err(Fallback::NoLowerdirPlus),
+            Err(e) if lacks_lowerdir_plus(e) => {
+                return Err(Fallback::UseMountPath(if n == 0 {
+                    "no lowerdir+"
+                } else {
+                    "lowerdir+ refused a layer fd"
+                }));
+            }
             Err(e) => return Err(fail("fsconfig lowerdir+", spec.upper)(e)),
         }
     }
@@ -310,7 +320,12 @@ fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fal
         .map_err(fail("fsconfig upperdir", spec.upper))?;
     mountapi::fs_set_string(ctx.as_fd(), "workdir", &spec.work.to_string_lossy())
         .map_err(fail("fsconfig workdir", spec.work))?;
-    mountapi::fs_create_mount(ctx.as_fd(), 0).map_err(fail("fsmount overlay", spec.upper))
+    // Before 6.15 overlayfs refuses lower layers in detached trees at create time
+    // ("failed to clone lowerpath", EINVAL); the mount(2) path attaches them privately.
+    mountapi::fs_create_mount(ctx.as_fd(), 0).map_err(|e| match e {
+        Errno::EINVAL => Fallback::UseMountPath("detached layers refused"),
+        e => fail("fsmount overlay", spec.upper)(e),
+    })
 }
 
 /// The mount(2) option string for the pre-6.8 path, from the layers' raw fds (base
@@ -478,7 +493,8 @@ mod tests {
     fn old_kernels_answers_mean_no_lowerdir_plus() {
         assert!(lacks_lowerdir_plus(Errno::EOPNOTSUPP)); // < 6.5, legacy mount API
         assert!(lacks_lowerdir_plus(Errno::EINVAL)); // 6.5 .. 6.7
-        assert!(!lacks_lowerdir_plus(Errno::EBADF));
+        assert!(lacks_lowerdir_plus(Errno::EBADF)); // O_PATH layer fds refused
+        assert!(!lacks_lowerdir_plus(Errno::ENOENT));
         assert!(!lacks_lowerdir_plus(Errno::EPERM));
     }
 
