@@ -1,0 +1,195 @@
+//! `siloc image unpack`: an image from a layout into the store, its missing layers
+//! unpacked in parallel by a bounded number of workers, with a progress bar on a
+//! terminal (a line per layer otherwise).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::layout::{Image, LayerRef};
+use super::store::{ImageRecord, Installed, LayerMeta, Store, StoreError};
+
+/// How to unpack.
+#[derive(Debug, Clone)]
+pub struct UnpackOptions {
+    /// The image's name in the store; default [`Image::default_name`].
+    pub name: Option<String>,
+    /// Workers unpacking layers at the same time (at least 1).
+    pub jobs: usize,
+}
+
+/// What an unpack did.
+#[derive(Debug, Clone)]
+pub struct UnpackReport {
+    pub record: ImageRecord,
+    /// Layers unpacked now.
+    pub unpacked: Vec<LayerMeta>,
+    /// Layers (distinct diffIDs) that were already stored.
+    pub present: usize,
+    /// Whether the image record was written (new or changed).
+    pub record_changed: bool,
+    /// Wall time, seconds.
+    pub seconds: f64,
+}
+
+/// The default worker count: the CPUs available, at most 4 (unpacking is as much
+/// disk-bound as CPU-bound, and other work shares the host).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// Unpacks `image` into `store`. Unpacking an image whose layers are all stored reads
+/// no blob. Errors: the first layer that failed ([`StoreError`]); layers other
+/// workers completed stay stored (each is whole and verified), none is partial.
+pub fn unpack_image(
+    store: &Store,
+    image: &Image,
+    opts: &UnpackOptions,
+) -> Result<UnpackReport, StoreError> {
+    let start = Instant::now();
+    let _lock = store.lock(false)?;
+    store.clean_tmp();
+    let mut seen = BTreeSet::new();
+    let distinct: Vec<&LayerRef> = image
+        .layers
+        .iter()
+        .filter(|l| seen.insert(l.diff_id.clone()))
+        .collect();
+    let todo: VecDeque<&LayerRef> = distinct
+        .iter()
+        .copied()
+        .filter(|l| !store.has_layer(&l.diff_id))
+        .collect();
+    let present = distinct.len() - todo.len();
+    let total: u64 = todo.iter().map(|l| l.size).sum();
+    let count = todo.len();
+    let unpacked = if todo.is_empty() {
+        Vec::new()
+    } else {
+        run_workers(store, todo, total, count, opts.jobs.max(1))?
+    };
+    let record = ImageRecord {
+        name: opts.name.clone().unwrap_or_else(|| image.default_name()),
+        manifest: image.manifest_digest.clone(),
+        config_digest: image.config_digest.clone(),
+        source: std::fs::canonicalize(&image.layout).unwrap_or_else(|_| image.layout.clone()),
+        layers: image
+            .layers
+            .iter()
+            .map(|l| format!("sha256:{}", l.diff_id))
+            .collect(),
+        config: image.config_json.clone(),
+    };
+    let record_changed = store.save_image(&record)?;
+    Ok(UnpackReport {
+        record,
+        unpacked,
+        present,
+        record_changed,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn run_workers(
+    store: &Store,
+    todo: VecDeque<&LayerRef>,
+    total: u64,
+    count: usize,
+    jobs: usize,
+) -> Result<Vec<LayerMeta>, StoreError> {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let done = Mutex::new(Vec::new());
+    let failed: Mutex<Option<StoreError>> = Mutex::new(None);
+    let queue = Mutex::new(todo);
+    let message = |n: usize| format!("unpacking layers {n}/{count}");
+    bar.set_message(message(0));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(count) {
+            s.spawn(|| {
+                loop {
+                    if failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+                        return;
+                    }
+                    let Some(layer) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                        return;
+                    };
+                    let t = Instant::now();
+                    let pb = bar.clone();
+                    match store.install_layer(layer, move |n| pb.inc(n)) {
+                        Ok(Installed::New(meta)) => {
+                            say(
+                                &bar,
+                                &format!(
+                                    "layer sha256:{} {} ({}) in {:.1}s",
+                                    &layer.diff_id[..12],
+                                    human_bytes(meta.content_bytes),
+                                    layer.compression.name(),
+                                    t.elapsed().as_secs_f64()
+                                ),
+                            );
+                            if let Ok(mut d) = done.lock() {
+                                d.push(meta);
+                                bar.set_message(message(d.len()));
+                            }
+                        }
+                        Ok(Installed::Present) => {}
+                        Err(e) => {
+                            if let Ok(mut f) = failed.lock() {
+                                f.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = failed.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    Ok(done.into_inner().unwrap_or_default())
+}
+
+/// A progress line: above the bar on a terminal, on stderr otherwise.
+fn say(bar: &ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// Bytes for people: `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_for_people() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}
