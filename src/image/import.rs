@@ -185,6 +185,138 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::layout::{self, LayoutRef};
+    use crate::image::testkit::{self, Comp, Entry, Tar};
+
+    fn layer(i: u8) -> Vec<u8> {
+        let mut t = Tar::new();
+        t.add([Entry::dir("d"), Entry::file(&format!("d/f{i}"), &[i; 3000])]);
+        t.bytes()
+    }
+
+    /// A layout of five layers, the first twice (the same diffID once gzip, once
+    /// zstd), then the others in all three compressions.
+    fn layout(dir: &std::path::Path) -> layout::Image {
+        let layers = vec![
+            (layer(0), Comp::Gzip),
+            (layer(1), Comp::Zstd),
+            (layer(2), Comp::None),
+            (layer(0), Comp::Zstd),
+            (layer(3), Comp::Gzip),
+        ];
+        testkit::write_layout(dir, &layers, serde_json::json!({"Cmd": ["sh"]}), "v1");
+        layout::open(&LayoutRef::parse(&format!("{}:v1", dir.display()))).unwrap()
+    }
+
+    fn root() -> bool {
+        let r = nix::unistd::geteuid().is_root();
+        if !r {
+            eprintln!("SKIPPED import test: needs root (unpacking sets owners)");
+        }
+        r
+    }
+
+    #[test]
+    fn parallel_unpack_stores_each_layer_once_and_a_second_unpack_reads_nothing() {
+        if !root() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let img = layout(&d.path().join("img"));
+        let store = Store::open(&d.path().join("store")).unwrap();
+        let opts = UnpackOptions {
+            name: None,
+            jobs: 3,
+        };
+        let r = unpack_image(&store, &img, &opts).unwrap();
+        assert_eq!((r.unpacked.len(), r.present), (4, 0));
+        assert!(r.record_changed);
+        assert_eq!(r.record.name, "img:v1");
+        assert_eq!(r.record.layers.len(), 5);
+        assert_eq!(store.layers().unwrap().len(), 4);
+        for (i, dir) in store.image_layers(&r.record).unwrap().iter().enumerate() {
+            let want = [0, 1, 2, 0, 3][i];
+            assert_eq!(
+                std::fs::read(dir.join(format!("d/f{want}"))).unwrap(),
+                vec![want; 3000]
+            );
+        }
+        // Without its layer blobs the image still "unpacks": nothing is read again.
+        for l in &img.layers {
+            let _ = std::fs::remove_file(&l.blob);
+        }
+        let again = unpack_image(&store, &img, &opts).unwrap();
+        assert_eq!(
+            (again.unpacked.len(), again.present, again.record_changed),
+            (0, 4, false)
+        );
+        assert_eq!(
+            std::fs::read_dir(store.root().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_digest_mismatch_stores_nothing() {
+        if !root() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let img = layout(&d.path().join("img"));
+        let store = Store::open(&d.path().join("store")).unwrap();
+        // One content byte of the uncompressed layer changes: the tar still reads,
+        // only the digest tells.
+        let bad = &img.layers[2];
+        let mut b = std::fs::read(&bad.blob).unwrap();
+        b[1024 + 100] ^= 0xff;
+        std::fs::write(&bad.blob, b).unwrap();
+        let opts = UnpackOptions {
+            name: None,
+            jobs: 1,
+        };
+        let e = unpack_image(&store, &img, &opts).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&bad.blob.display().to_string()) && msg.contains("nothing was stored"),
+            "{msg}"
+        );
+        assert!(!store.has_layer(&bad.diff_id));
+        assert!(
+            store.images().unwrap().is_empty(),
+            "no image record for a failed unpack"
+        );
+        assert_eq!(
+            std::fs::read_dir(store.root().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_diff_id_mismatch_stores_nothing() {
+        if !root() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let mut img = layout(&d.path().join("img"));
+        img.layers.truncate(1);
+        img.layers[0].diff_id = "0".repeat(64);
+        let store = Store::open(&d.path().join("store")).unwrap();
+        let e = unpack_image(
+            &store,
+            &img,
+            &UnpackOptions {
+                name: None,
+                jobs: 2,
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(e, StoreError::DiffId { .. }), "{e}");
+        assert!(store.layers().unwrap().is_empty());
+        assert_eq!(
+            std::fs::read_dir(store.root().join("tmp")).unwrap().count(),
+            0
+        );
+    }
 
     #[test]
     fn bytes_for_people() {

@@ -18,3 +18,8 @@ pub mod store;
 pub mod unpack;
 pub mod user;
 pub mod whiteout;
+
+/// Layer and layout builders shared with the integration tests.
+#[cfg(test)]
+#[path = "../../tests/common/oci.rs"]
+pub(crate) mod testkit;

@@ -555,6 +555,217 @@ fn parse_pax_time(v: &[u8]) -> Option<TimeSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::testkit::{Comp, Entry, Tar};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+    fn root() -> bool {
+        let r = nix::unistd::geteuid().is_root();
+        if !r {
+            eprintln!("SKIPPED unpack test: needs root (chown, mknod, trusted.* xattrs)");
+        }
+        r
+    }
+
+    /// Unpacks `tar` compressed as `comp` into a fresh dir; returns (dir, result).
+    fn unpack(tar: &[u8], comp: Comp) -> (tempfile::TempDir, Result<Unpacked, UnpackError>) {
+        let d = tempfile::tempdir().unwrap();
+        let blob = d.path().join("blob");
+        std::fs::write(&blob, comp.compress(tar)).unwrap();
+        let dest = d.path().join("fs");
+        std::fs::create_dir(&dest).unwrap();
+        let c = match comp {
+            Comp::None => Compression::None,
+            Comp::Gzip => Compression::Gzip,
+            Comp::Zstd => Compression::Zstd,
+        };
+        let r = unpack_layer(&blob, c, &dest, |_| {});
+        (d, r)
+    }
+
+    #[test]
+    fn every_entry_kind_with_owner_mode_time_and_xattrs() {
+        if !root() {
+            return;
+        }
+        let mut t = Tar::new();
+        t.add([
+            Entry::dir("./").mode(0o755),
+            Entry::dir("./srv")
+                .mode(0o750)
+                .owner(1000, 1001)
+                .mtime(1_500_000_000),
+            Entry::file("./srv/app", b"#!/bin/sh\n")
+                .mode(0o4755)
+                .owner(0, 42)
+                .mtime(1_400_000_000),
+            Entry::file("./srv/data", b"payload")
+                .mode(0o600)
+                .owner(1000, 1001)
+                .xattr("user.siloc", b"yes"),
+            Entry::link("./srv/data-link", "./srv/data"),
+            Entry::symlink("./srv/current", "app").mtime(1_300_000_000),
+            Entry::symlink("./srv/dangling", "/nonexistent/x"),
+            Entry::char_dev("./srv/null", 1, 3).mode(0o666),
+            Entry::block_dev("./srv/loop0", 7, 0),
+            Entry::fifo("./srv/pipe").mode(0o620),
+            Entry::dir("./tmp").mode(0o1777),
+            Entry::file("./implicit/parent/file", b"x"),
+        ]);
+        let tar = t.bytes();
+        let (d, r) = unpack(&tar, Comp::Zstd);
+        let u = r.unwrap();
+        let fs = d.path().join("fs");
+        let m = |p: &str| std::fs::symlink_metadata(fs.join(p)).unwrap();
+        assert_eq!(
+            (m("srv").mode() & 0o7777, m("srv").uid(), m("srv").gid()),
+            (0o750, 1000, 1001)
+        );
+        assert_eq!(
+            m("srv").mtime(),
+            1_500_000_000,
+            "directory times are set last"
+        );
+        assert_eq!(
+            (m("srv/app").mode() & 0o7777, m("srv/app").gid()),
+            (0o4755, 42),
+            "setuid kept after chown"
+        );
+        assert_eq!(m("srv/app").mtime(), 1_400_000_000);
+        assert_eq!(std::fs::read(fs.join("srv/data")).unwrap(), b"payload");
+        assert_eq!(
+            xattr::get(fs.join("srv/data"), "user.siloc")
+                .unwrap()
+                .as_deref(),
+            Some(&b"yes"[..])
+        );
+        assert_eq!(m("srv/data-link").ino(), m("srv/data").ino(), "hard link");
+        assert_eq!(m("srv/data").nlink(), 2);
+        assert_eq!(
+            std::fs::read_link(fs.join("srv/current")).unwrap(),
+            Path::new("app")
+        );
+        assert_eq!(
+            m("srv/current").mtime(),
+            1_300_000_000,
+            "symlink time, not its target's"
+        );
+        assert!(m("srv/dangling").file_type().is_symlink());
+        assert!(m("srv/null").file_type().is_char_device());
+        assert_eq!(m("srv/null").rdev(), nix::sys::stat::makedev(1, 3));
+        assert!(m("srv/loop0").file_type().is_block_device());
+        assert!(m("srv/pipe").file_type().is_fifo());
+        assert_eq!(m("srv/pipe").mode() & 0o7777, 0o620);
+        assert_eq!(m("tmp").mode() & 0o7777, 0o1777);
+        assert_eq!(m("implicit/parent").mode() & 0o7777, 0o755);
+        assert_eq!(u.diff_id, crate::image::digest::sha256_of(&tar));
+        assert_eq!(u.tar_bytes, tar.len() as u64);
+        assert_eq!(
+            u.digest,
+            crate::image::digest::sha256_of(&Comp::Zstd.compress(&tar))
+        );
+    }
+
+    /// A layer deleting a file and a directory below it, and making a dir opaque.
+    fn whiteout_layer() -> Vec<u8> {
+        let mut t = Tar::new();
+        t.add([
+            Entry::dir("etc"),
+            Entry::whiteout("etc/motd"),
+            Entry::whiteout("usr/share/info"),
+            Entry::dir("usr/share/locale").mode(0o755),
+            Entry::opaque("usr/share/locale"),
+            Entry::file("usr/share/locale/README", b"new"),
+            Entry::file("etc/.wh..wh.plnk", b""),
+        ]);
+        t.bytes()
+    }
+
+    #[test]
+    fn whiteouts_and_opaque_dirs_become_overlayfs_form() {
+        if !root() {
+            return;
+        }
+        for comp in [Comp::None, Comp::Gzip, Comp::Zstd] {
+            let (d, r) = unpack(&whiteout_layer(), comp);
+            let u = r.unwrap();
+            let fs = d.path().join("fs");
+            let m = |p: &str| std::fs::symlink_metadata(fs.join(p)).unwrap();
+            for w in ["etc/motd", "usr/share/info"] {
+                assert!(crate::image::whiteout::is_whiteout(&m(w)), "{w} ({comp:?})");
+                assert_eq!(m(w).mode() & 0o7777, 0);
+            }
+            assert!(!fs.join("etc/.wh.motd").exists() && !fs.join("etc/.wh..wh.plnk").exists());
+            assert!(crate::image::whiteout::is_opaque(
+                &fs.join("usr/share/locale")
+            ));
+            assert!(!fs.join("usr/share/locale/.wh..wh..opq").exists());
+            assert_eq!(
+                std::fs::read(fs.join("usr/share/locale/README")).unwrap(),
+                b"new"
+            );
+            assert!(!crate::image::whiteout::is_opaque(&fs.join("usr/share")));
+            assert_eq!((u.whiteouts, u.opaque_dirs), (2, 1));
+        }
+    }
+
+    #[test]
+    fn hostile_paths_are_refused() {
+        if !root() {
+            return;
+        }
+        let cases: Vec<(Vec<Entry>, &str)> = vec![
+            (
+                vec![
+                    Entry::symlink("etc", "/etc"),
+                    Entry::file("etc/owned", b"x"),
+                ],
+                "symlink",
+            ),
+            (
+                vec![Entry::link("x", "/etc/passwd")],
+                "not a file earlier in this layer",
+            ),
+            (
+                vec![Entry::file("dir/.wh.", b"")],
+                "whiteout must name a file",
+            ),
+        ];
+        for (entries, want) in cases {
+            let mut t = Tar::new();
+            t.add(entries);
+            let (d, r) = unpack(&t.bytes(), Comp::None);
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+            assert!(!Path::new("/etc/owned").exists());
+            drop(d);
+        }
+        // tar's own writer refuses "..", so write the header by hand
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"../escaped-x\0");
+        h.set_size(0);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        let mut raw = h.as_bytes().to_vec();
+        raw.extend([0u8; 1024]);
+        let (_d, r) = unpack(&raw, Comp::None);
+        assert!(r.unwrap_err().to_string().contains(".."));
+    }
+
+    #[test]
+    fn a_corrupt_stream_is_an_error_naming_the_blob() {
+        let mut t = Tar::new();
+        t.add([Entry::file("a", &[7u8; 5000])]);
+        let mut gz = Comp::Gzip.compress(&t.bytes());
+        let n = gz.len();
+        gz.truncate(n / 2);
+        let d = tempfile::tempdir().unwrap();
+        let blob = d.path().join("blob");
+        std::fs::write(&blob, gz).unwrap();
+        let dest = d.path().join("fs");
+        std::fs::create_dir(&dest).unwrap();
+        let e = unpack_layer(&blob, Compression::Gzip, &dest, |_| {}).unwrap_err();
+        assert!(e.to_string().contains(&blob.display().to_string()), "{e}");
+    }
 
     #[test]
     fn paths_are_normalized_and_dotdot_refused() {
