@@ -213,10 +213,19 @@ impl<'a> Ctx<'a> {
                 return Ok(());
             }
             Marker::Whiteout(target) => {
+                // A whiteout applies to lower layers only (layer.md): what this layer
+                // itself put at the path stays, a directory turning opaque instead.
                 let parent = self.ensure_parents(&rel, &shown)?;
                 let path = parent.join(OsStr::from_bytes(target));
-                self.remove_existing(&path)?;
-                whiteout::make_whiteout(&path).map_err(self.write_err(&path))?;
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => {
+                        whiteout::make_opaque(&path).map_err(self.write_err(&path))?;
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        whiteout::make_whiteout(&path).map_err(self.write_err(&path))?;
+                    }
+                }
                 self.out.whiteouts += 1;
                 return Ok(());
             }
@@ -243,6 +252,7 @@ impl<'a> Ctx<'a> {
             EntryType::Directory => {
                 match std::fs::symlink_metadata(&path) {
                     Ok(m) if m.is_dir() => {}
+                    Ok(m) if whiteout::is_whiteout(&m) => self.dir_over_whiteout(&path)?,
                     Ok(_) => {
                         self.remove_existing(&path)?;
                         self.mkdir(&path)?;
@@ -400,6 +410,11 @@ impl<'a> Ctx<'a> {
             p.push(OsStr::from_bytes(c));
             match std::fs::symlink_metadata(&p) {
                 Ok(m) if m.is_dir() => {}
+                Ok(m) if whiteout::is_whiteout(&m) => {
+                    self.dir_over_whiteout(&p)?;
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                        .map_err(self.write_err(&p))?;
+                }
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(
                         self.entry_err(shown, format!("parent {} is a symlink", p.display()))
@@ -431,6 +446,15 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(())
+    }
+
+    /// This layer deleted the lower layers' `path` and now puts a directory there:
+    /// overlayfs cannot hold a whiteout and a directory under one name, so the
+    /// directory becomes opaque, which hides the same lower entries.
+    fn dir_over_whiteout(&self, path: &Path) -> Result<(), UnpackError> {
+        std::fs::remove_file(path).map_err(self.write_err(path))?;
+        self.mkdir(path)?;
+        whiteout::make_opaque(path).map_err(self.write_err(path))
     }
 
     fn mkdir(&self, path: &Path) -> Result<(), UnpackError> {
@@ -706,6 +730,47 @@ mod tests {
             assert!(!crate::image::whiteout::is_opaque(&fs.join("usr/share")));
             assert_eq!((u.whiteouts, u.opaque_dirs), (2, 1));
         }
+    }
+
+    #[test]
+    fn a_whiteout_and_a_new_entry_of_one_layer_keep_the_new_entry() {
+        if !root() {
+            return;
+        }
+        let mut t = Tar::new();
+        t.add([
+            // whiteout first, then a directory and a file under the same names
+            Entry::whiteout("srv/data"),
+            Entry::dir("srv/data").mode(0o700),
+            Entry::file("srv/data/new", b"n"),
+            Entry::whiteout("srv/conf"),
+            Entry::file("srv/conf", b"c"),
+            // an entry first, then its whiteout
+            Entry::dir("opt/app"),
+            Entry::file("opt/app/bin", b"b"),
+            Entry::whiteout("opt/app"),
+            Entry::file("etc/kept", b"k"),
+            Entry::whiteout("etc/kept"),
+            // a whiteout then a path through it
+            Entry::whiteout("var/lib"),
+            Entry::file("var/lib/state", b"s"),
+        ]);
+        let (d, r) = unpack(&t.bytes(), Comp::None);
+        r.unwrap();
+        let fs = d.path().join("fs");
+        let opaque = |p: &str| crate::image::whiteout::is_opaque(&fs.join(p));
+        assert!(fs.join("srv/data").is_dir() && opaque("srv/data"));
+        assert_eq!(
+            std::fs::symlink_metadata(fs.join("srv/data"))
+                .unwrap()
+                .mode()
+                & 0o7777,
+            0o700
+        );
+        assert_eq!(std::fs::read(fs.join("srv/conf")).unwrap(), b"c");
+        assert!(opaque("opt/app") && fs.join("opt/app/bin").is_file());
+        assert_eq!(std::fs::read(fs.join("etc/kept")).unwrap(), b"k");
+        assert!(opaque("var/lib") && fs.join("var/lib/state").is_file());
     }
 
     #[test]
