@@ -774,6 +774,9 @@ mod tests {
                     layers: vec![s.layer_fs(&base), s.layer_fs(&a)],
                     upper: UpperPlan::Ephemeral,
                 },
+                numa: Default::default(),
+                io: Default::default(),
+                volumes: Vec::new(),
             },
             prepared: Prepared::default(),
         };
