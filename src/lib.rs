@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod exe_guard;
 pub mod idpool;
+pub mod image;
 pub mod iopolicy;
 pub mod lifecycle;
 pub mod locality;

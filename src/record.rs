@@ -154,6 +154,28 @@ impl Record {
     }
 }
 
+/// The ids of the containers that have a record under `root` (none when the state
+/// root does not exist).
+pub fn list(root: &Path) -> Result<Vec<String>, RecordError> {
+    let base = root.join(".siloc").join("containers");
+    let rd = match std::fs::read_dir(&base) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&base)(e)),
+    };
+    let mut ids = Vec::new();
+    for e in rd {
+        ids.push(
+            e.map_err(io(&base))?
+                .file_name()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    ids.sort();
+    Ok(ids)
+}
+
 /// Removes siloc's directory for container `id` (no error if it is gone).
 pub fn remove(root: &Path, id: &str) -> Result<(), RecordError> {
     let _lock = lock_root(root)?;

@@ -9,6 +9,7 @@ mod delete;
 mod exec;
 mod features;
 mod foreground;
+mod image;
 mod info;
 mod kill;
 mod pause;
@@ -94,6 +95,8 @@ enum Command {
     Spec(spec::SpecArgs),
     /// Show the enabled features (runtime-spec features document)
     Features,
+    /// OCI images: unpack layouts into the layer store, make bundles, list, remove
+    Image(image::ImageArgs),
     /// Checkpoint a running container (not supported)
     Checkpoint(Passthrough),
     /// Restore a container from a checkpoint (not supported)
@@ -241,6 +244,7 @@ fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(ctx, a).map(|_| 0),
         Command::Spec(a) => spec::spec(a).map(|_| 0),
         Command::Features => features::features().map(|_| 0),
+        Command::Image(a) => image::image(ctx, a).map(|_| 0),
         Command::Checkpoint(_) | Command::Restore(_) => {
             anyhow::bail!("checkpoint/restore is not supported by siloc (no CRIU integration yet)")
         }

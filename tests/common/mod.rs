@@ -6,6 +6,8 @@
 //! loud SKIPPED line and returns when not root.
 #![allow(dead_code)]
 
+pub mod oci;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
