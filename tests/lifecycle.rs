@@ -67,3 +67,33 @@ fn unknown_container_and_bad_signal() {
     assert!(err.contains("unknown signal"), "{err}");
     assert_eq!(env.state(&id)["status"], "running");
 }
+
+/// libcontainer re-opens a /dev/null stdio read-only; siloc keeps writes working.
+#[test]
+fn stdout_on_dev_null_stays_writable() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sh", "-c", "echo x && echo stdout-ok >&2"]);
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let st = env
+        .cmd(&["run", "--bundle", b.path(), &env.id("null")])
+        .stdout(std::process::Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let text = std::fs::read_to_string(err.path()).unwrap();
+    assert!(
+        text.contains("stdout-ok"),
+        "writing to a /dev/null stdout failed: {text}"
+    );
+    // and stderr on /dev/null: the process must still exit 0 after writing to it
+    let b2 = env.bundle("b2", &["sh", "-c", "echo y >&2 || exit 9"]);
+    let st = env
+        .cmd(&["run", "--bundle", b2.path(), &env.id("null2")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(0));
+}

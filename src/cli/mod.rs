@@ -15,6 +15,7 @@ mod kill;
 mod pause;
 mod spec;
 mod state;
+mod stdio;
 mod update;
 
 use std::path::PathBuf;
@@ -162,6 +163,7 @@ pub fn main() -> i32 {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if enters_container(&argv) {
         crate::exe_guard::seal();
+        stdio::keep_null_stdio_writable();
     }
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
