@@ -18,6 +18,7 @@ pub mod locality;
 pub mod logging;
 pub mod numa;
 pub mod placement;
+pub mod pidfd;
 pub mod plan;
 pub mod prepare;
 pub mod propagation;

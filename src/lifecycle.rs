@@ -176,6 +176,15 @@ const CGROUP_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
     let deadline = std::time::Instant::now() + CGROUP_DRAIN;
+    // Kill first and wait for the init to be gone (its pid namespace with it), so
+    // libcontainer finds an empty cgroup instead of sleeping through its retries.
+    if let Some(pid) = c.pid()
+        && c.status() != libcontainer::container::ContainerStatus::Stopped
+        && (force || c.status() == libcontainer::container::ContainerStatus::Created)
+    {
+        let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
+        crate::pidfd::wait_exit(pid, CGROUP_DRAIN);
+    }
     let mut result = c.delete(force);
     // A cgroup still busy with dying processes: kill what is left, give the kernel
     // time to reap it, and try again. Everything delete did before is idempotent.
