@@ -45,6 +45,8 @@ e2e_at_exit() { E2E_CLEANUPS+=("$1"); }
 e2e_cleanup() {
   local i m
   trap - EXIT INT TERM
+  # An unset variable or a failing command must not end the cleanup half-way.
+  set +eu
   for ((i = ${#E2E_CLEANUPS[@]} - 1; i >= 0; i--)); do
     eval "${E2E_CLEANUPS[$i]}" >/dev/null 2>&1 || true
   done
