@@ -115,6 +115,10 @@ c_detached_status() {
   local st
   st=$("$SILOC" --root "$SILOC_ROOT" state "$(podman inspect --format '{{.Id}}' web)")
   expect_eq "$(jq -r '.status, .pid' <<<"$st" | tr '\n' ' ')" "running $pid " "siloc state"
+  # siloc's log for create (podman passes --log-format json --log .../oci-log): empty.
+  local log="$T/run/overlay-containers/$(podman inspect --format '{{.Id}}' web)/userdata/oci-log"
+  [ -e "$log" ] || { echo "no $log: podman did not pass --log"; false; }
+  expect_eq "$(cat "$log")" "" "siloc's log of a good create"
   for _ in $(seq 50); do podman logs web | grep -q started && break; sleep 0.1; done
   expect_match "$(podman logs web)" '^started$' "podman logs"
 }
@@ -234,7 +238,7 @@ e2e_case "podman load: busybox and debian oci-archives" c_load
 e2e_case "podman run: output, pid 1, inspect (runtime siloc, exited 0)" c_run_output
 e2e_case "podman run: exit codes 42, 1, 137 (podman kill), 127 (missing), 126 (not executable)" c_exit_codes
 e2e_case "podman run -it: interactive shell on a pty, window size, exit status" c_run_it
-e2e_case "podman run -d: ps, inspect, siloc state, logs" c_detached_status
+e2e_case "podman run -d: ps, inspect, siloc state and log, podman logs" c_detached_status
 e2e_case "podman exec: output, exit code, --user, --workdir, -e, 127, 126" c_exec
 e2e_case "podman exec -it: tty, window size, input, exit status" c_exec_it
 e2e_case "podman pause / unpause" c_pause
