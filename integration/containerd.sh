@@ -354,6 +354,7 @@ c_cri_siloc_handler() {
   expect_eq "$(jq -r '.annotations["io.siloc.numa"]' <<<"$st")" auto "allowlisted pod annotation"
   expect_match "$(jq -r '.annotations["io.siloc.numa.decision"]' <<<"$st")" '^mode=auto ' "siloc's NUMA decision"
   expect_eq "$(jq -r '.annotations["example.com/other"] // "absent"' <<<"$st")" absent "other annotation"
+  expect_eq "$(siloc_state siloc "$pod" | jq -r '.annotations["io.siloc.numa"]')" auto "the pod sandbox's"
   cid=$(cri create "$pod" tuned fails "$BB" '["sh","-c","exit 7"]' io.siloc.numa=auto example.com/other=x)
   cri start "$cid"
   for _ in $(seq 50); do [ "$(cri status "$cid" | jq -r .state)" = EXITED ] && break; sleep 0.1; done
