@@ -136,7 +136,8 @@ fn create_prepared(
 /// the record. A container whose `create` crashed has only siloc's record, or a
 /// half-made libcontainer dir; `force` cleans both.
 ///
-/// Errors: [`EngineError::NotFound`] when neither exists; libcontainer's refusal to
+/// Errors: [`EngineError::NotFound`] when neither exists and not `force` (runc: forced
+/// delete of an unknown id succeeds); libcontainer's refusal to
 /// delete a running container without `force`.
 pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError> {
     let rec = Record::load(&rt.root, id).ok().flatten();
@@ -151,6 +152,11 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
                 }
                 let _ = std::fs::remove_dir_all(&dir);
             } else if rec.is_none() {
+                // runc: `delete --force` of an unknown id succeeds silently; podman
+                // relies on it to clean up after a failed create.
+                if force {
+                    return Ok(());
+                }
                 return Err(EngineError::NotFound(id.to_string()).into());
             }
         }

@@ -1,12 +1,16 @@
-//! Per-mount propagation options (`shared`, `rslave`, `rprivate`, `unbindable`, ...
-//! in `mounts[].options`, runtime-spec config.md "Mounts" / mount(8)).
+//! Per-mount options libcontainer skips, applied after libcontainer has built the
+//! container and before its process starts, from a short-lived child that joins the
+//! container's mount namespace (where paths are the container's own after pivot_root):
 //!
-//! libcontainer 0.7 builds bind mounts with open_tree/move_mount and never applies
-//! these options, so a bind of a shared host mount stays a full peer: host mounts
-//! reach `rprivate` binds, and container mounts would reach the host. siloc applies
-//! them after libcontainer has built the container and before its process starts,
-//! from a short-lived child that joins the container's mount namespace (where paths
-//! are the container's own after pivot_root).
+//! - propagation (`shared`, `rslave`, `rprivate`, `unbindable`, ... in
+//!   `mounts[].options`, runtime-spec config.md "Mounts" / mount(8)). libcontainer 0.7
+//!   builds bind mounts with open_tree/move_mount and never applies these, so a bind of
+//!   a shared host mount stays a full peer: host mounts reach `rprivate` binds, and
+//!   container mounts would reach the host.
+//! - a read-only `cgroup` mount on a cgroup v1 host. libcontainer 0.7 mounts each v1
+//!   hierarchy read-write whatever the mount's options (runc mounts them with the
+//!   cgroup mount's `ro,nosuid,nodev,noexec`), so a container's root could raise its own
+//!   `pids.max`, memory limit or blkio throttle. Each hierarchy is remounted with them.
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns};
@@ -14,10 +18,10 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid, fork};
 use oci_spec::runtime::Spec;
 
-/// A propagation change that failed; names the mount.
+/// A mount change that failed; names the mount and the option.
 #[derive(Debug, thiserror::Error)]
 pub enum PropagationError {
-    #[error("mounts: cannot set propagation {option} on {destination}: {errno}")]
+    #[error("mounts: cannot apply {option} to {destination}: {errno}")]
     Apply {
         destination: String,
         option: String,
@@ -58,18 +62,79 @@ pub fn wanted(spec: &Spec) -> Vec<(String, String, MsFlags)> {
         .collect()
 }
 
-/// Applies the spec's propagation options inside the mount namespace of `pid`.
-/// Does nothing (and forks nothing) when the spec has none.
+/// The spec's read-only `cgroup` mounts: (destination, remount flags with the
+/// mount's own nosuid/nodev/noexec).
+fn read_only_cgroup_mounts(spec: &Spec) -> Vec<(String, MsFlags)> {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .filter(|m| m.typ().as_deref() == Some("cgroup"))
+        .filter_map(|m| {
+            let opts = m.options().clone().unwrap_or_default();
+            if !opts.iter().any(|o| o == "ro") {
+                return None;
+            }
+            let mut f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+            for (name, flag) in [
+                ("nosuid", MsFlags::MS_NOSUID),
+                ("nodev", MsFlags::MS_NODEV),
+                ("noexec", MsFlags::MS_NOEXEC),
+            ] {
+                if opts.iter().any(|o| o == name) {
+                    f |= flag;
+                }
+            }
+            Some((m.destination().display().to_string(), f))
+        })
+        .collect()
+}
+
+/// (mount point, "ro", remount flags) for every cgroup v1 hierarchy mounted at or
+/// under a read-only `cgroup` mount of the spec. `mountinfo` is the container init's
+/// /proc/PID/mountinfo (proc(5): field 5 the mount point, seen from the process's
+/// root; the filesystem type follows the " - " separator).
+pub fn cgroup_v1_read_only(spec: &Spec, mountinfo: &str) -> Vec<(String, String, MsFlags)> {
+    let wanted = read_only_cgroup_mounts(spec);
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (head, tail) = line.split_once(" - ")?;
+            let point = head.split(' ').nth(4)?;
+            (tail.split(' ').next()? == "cgroup").then_some(point)
+        })
+        .filter_map(|point| {
+            wanted
+                .iter()
+                .find(|(dest, _)| {
+                    point == dest
+                        || point
+                            .strip_prefix(dest.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                })
+                .map(|(_, f)| (point.to_string(), "ro".to_string(), *f))
+        })
+        .collect()
+}
+
+/// Applies the spec's propagation options and read-only cgroup v1 mounts inside the
+/// mount namespace of `pid`. Does nothing (and forks nothing) when there is none.
 ///
 /// Errors: the first change that fails, naming the mount.
 pub fn apply(spec: &Spec, pid: Pid) -> Result<(), PropagationError> {
-    let todo = wanted(spec);
-    if todo.is_empty() {
-        return Ok(());
-    }
     let io = |e: std::io::Error| {
         PropagationError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
     };
+    let mut todo = wanted(spec);
+    if !read_only_cgroup_mounts(spec).is_empty() {
+        let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).map_err(io)?;
+        todo.extend(cgroup_v1_read_only(spec, &info));
+    }
+    if todo.is_empty() {
+        return Ok(());
+    }
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
     let (rd, wr) = nix::unistd::pipe().map_err(PropagationError::Sys)?;
     // SAFETY: the child only calls setns, mount, write and _exit before it ends; all
@@ -140,5 +205,60 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].0, "/a");
         assert_eq!(w[0].1, "rslave");
+    }
+
+    const MOUNTINFO: &str = "\
+612 611 0:52 / / rw,relatime - overlay overlay rw
+620 612 0:60 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=755
+621 620 0:31 /siloc-c1 /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+622 620 0:28 /siloc-c1 /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+623 612 0:61 / /sys/fs/cgroupx rw,relatime - cgroup cgroup rw,memory
+624 612 0:62 / /proc rw,relatime - proc proc rw
+";
+
+    fn spec_with_cgroup(options: &str) -> Spec {
+        serde_json::from_str(&format!(
+            r#"{{"ociVersion":"1.0.2","mounts":[
+                {{"destination":"/proc","type":"proc","source":"proc"}},
+                {{"destination":"/sys/fs/cgroup","type":"cgroup","source":"cgroup",
+                  "options":{options}}}]}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn read_only_cgroup_mount_remounts_each_v1_hierarchy() {
+        let spec = spec_with_cgroup(r#"["nosuid","noexec","nodev","relatime","ro"]"#);
+        let w = cgroup_v1_read_only(&spec, MOUNTINFO);
+        let points: Vec<_> = w.iter().map(|(p, o, _)| (p.as_str(), o.as_str())).collect();
+        // Not the tmpfs itself (runc leaves it rw), not a sibling path, not /proc.
+        assert_eq!(
+            points,
+            [
+                ("/sys/fs/cgroup/pids", "ro"),
+                ("/sys/fs/cgroup/cpu,cpuacct", "ro")
+            ]
+        );
+        let want = MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | MsFlags::MS_NOEXEC;
+        assert!(w.iter().all(|(_, _, f)| *f == want));
+    }
+
+    #[test]
+    fn writable_cgroup_mount_or_v2_host_is_left_alone() {
+        let rw = spec_with_cgroup(r#"["nosuid","noexec","nodev"]"#);
+        assert!(cgroup_v1_read_only(&rw, MOUNTINFO).is_empty());
+        let ro = spec_with_cgroup(r#"["ro"]"#);
+        let v2 = "30 29 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n";
+        assert!(cgroup_v1_read_only(&ro, v2).is_empty());
+        let w = cgroup_v1_read_only(&ro, MOUNTINFO);
+        assert_eq!(
+            w[0].2,
+            MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY
+        );
     }
 }

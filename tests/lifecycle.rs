@@ -60,6 +60,11 @@ fn unknown_container_and_bad_signal() {
         let err = env.fails(args);
         assert!(err.contains("container does not exist"), "{args:?}: {err}");
     }
+    // runc: `delete --force` of an unknown id succeeds and prints nothing (podman
+    // calls it after a failed create).
+    let o = env.siloc(&["delete", "--force", "nope"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{o:?}");
     let b = env.bundle("b", &["sleep", "1000"]);
     let id = env.id("c1");
     let _c = Container::start(&env, &b, &id);
@@ -96,4 +101,53 @@ fn stdout_on_dev_null_stays_writable() {
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(0));
+}
+
+/// A command that cannot be executed fails in runc's words, which podman maps to its
+/// exit codes (127 not found, 126 permission denied); `exec` errors exit 255 as runc's.
+#[test]
+fn unexecutable_commands_fail_in_runc_words() {
+    needs_root!();
+    let env = TestEnv::new();
+    for (i, (args, want)) in [
+        (
+            &["/no/such"][..],
+            r#"exec: "/no/such": stat /no/such: no such file or directory"#,
+        ),
+        (
+            &["nope"],
+            r#"exec: "nope": executable file not found in $PATH"#,
+        ),
+        (
+            &["/etc/passwd"],
+            r#"exec: "/etc/passwd": permission denied"#,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let b = env.bundle(&format!("b{i}"), args);
+        let id = env.id(&format!("bad-cmd{i}"));
+        let (ok, _, err) = env.detached(&["run", "--bundle", b.path(), &id]);
+        assert!(!ok, "{args:?}");
+        let err = err.replace("\\\"", "\""); // the text log line quotes the message
+        assert!(
+            err.contains(&format!("unable to start container process: {want}")),
+            "{args:?}: {err}"
+        );
+        assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    }
+    let b = env.bundle("sleeper", &["sleep", "1000"]);
+    let c = Container::start(&env, &b, &env.id("c1"));
+    let (code, _, err) = c.exec(&["/etc/passwd"]);
+    assert_eq!(code, 255, "{err}");
+    let err = err.replace("\\\"", "\"");
+    assert!(
+        err.contains(r#"exec failed: unable to start container process: exec: "/etc/passwd": permission denied"#),
+        "{err}"
+    );
+    let (code, _, err) = c.exec(&["sh", "-c", "exit 7"]);
+    assert_eq!(code, 7, "the process's own status passes unchanged: {err}");
+    let o = env.siloc(&["exec", "nope", "true"]);
+    assert_eq!(o.status.code(), Some(255));
 }

@@ -343,3 +343,36 @@ fn user_namespace_from_the_spec() {
     // overflow uid, exactly as under runc.
     assert_eq!(words, ["0", "0", "300000", "65536", "65534"]);
 }
+
+/// On a cgroup v1 host the container's hierarchies are read-only, as the default
+/// spec's `cgroup` mount says (`ro`): a container cannot raise its own pids.max.
+/// libcontainer 0.7 mounts them read-write; siloc remounts them (runc's behaviour).
+#[test]
+fn cgroup_v1_hierarchies_are_read_only() {
+    needs_root!();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    if !mounts.contains(" /sys/fs/cgroup/pids ") {
+        eprintln!("SKIPPED: no cgroup v1 pids hierarchy on this host");
+        return;
+    }
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "echo 77 > /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/pids/pids.max; \
+             grep ' /sys/fs/cgroup/pids ' /proc/self/mountinfo | cut -d' ' -f6",
+        ],
+    );
+    b.edit(|s| s["linux"]["resources"]["pids"] = json!({"limit": 50}));
+    let (code, out, err) = run(&env, &b, "cgro");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    let lines: Vec<_> = out.lines().collect();
+    assert_eq!(lines[0], "50", "{out}");
+    let opts: Vec<_> = lines[1].split(',').collect();
+    for want in ["ro", "nosuid", "nodev", "noexec"] {
+        assert!(opts.contains(&want), "{out}");
+    }
+}

@@ -2,10 +2,12 @@
 //! exit codes, plus siloc's own commands.
 //!
 //! Errors end as runc's do: one line through the logger (text or JSON per
-//! `--log-format`), repeated on stderr when the log goes to a file, exit status 1.
+//! `--log-format`), repeated on stderr when the log goes to a file, exit status 1
+//! (255 for `exec`, as runc; see errmsg).
 
 mod create;
 mod delete;
+mod errmsg;
 mod exec;
 mod features;
 mod foreground;
@@ -192,15 +194,20 @@ pub fn main() -> i32 {
         systemd: cli.systemd_cgroup,
         config_path: cli.config,
     };
+    let is_exec = matches!(command, Command::Exec(_));
     match dispatch(&ctx, command) {
         Ok(code) => code,
         Err(e) => {
-            let msg = format!("{e:#}");
+            let msg = errmsg::runc_message(&format!("{e:#}"), is_exec);
             tracing::error!(target: "siloc", "{msg}");
             if !to_stderr {
                 eprintln!("{msg}");
             }
-            1
+            if is_exec {
+                errmsg::EXEC_ERROR_STATUS
+            } else {
+                1
+            }
         }
     }
 }

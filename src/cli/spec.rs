@@ -92,7 +92,9 @@ pub fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
                 *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
                             "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
             }
-            if let Some(opts) = m["options"].as_array_mut() {
+            // get_mut, not m["options"]: indexing would add `"options": null` to
+            // mounts that have none (runc's rootless spec leaves /proc without).
+            if let Some(opts) = m.get_mut("options").and_then(Value::as_array_mut) {
                 opts.retain(|o| o != "gid=5");
             }
         }
@@ -155,5 +157,12 @@ mod tests {
         assert!(!ns.contains(&json!("network")) && ns.contains(&json!("user")));
         assert_eq!(v["linux"]["uidMappings"][0]["hostID"], 1000);
         assert_eq!(v["linux"]["gidMappings"][0]["hostID"], 1001);
+        for m in v["mounts"].as_array().unwrap() {
+            assert!(m.get("options") != Some(&Value::Null), "{m}");
+        }
+        assert_eq!(
+            v["mounts"][0],
+            json!({"destination": "/proc", "type": "proc", "source": "proc"})
+        );
     }
 }

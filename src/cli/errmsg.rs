@@ -1,0 +1,129 @@
+//! runc's wording for the errors clients parse.
+//!
+//! podman turns an OCI runtime's error message into its exit codes by matching runc's
+//! words: "executable file not found in $PATH" or "no such file or directory" → 127,
+//! "permission denied" → 126; anything else is a generic failure (and `podman exec`
+//! then answers 255). libcontainer words a command it cannot start its own way
+//! ("executable 'x' not found in $PATH"), so those two cases are rewritten to runc's
+//! `exec: "x": ...` lines. `runc exec` also says "exec failed: " and exits 255 on any
+//! error, so a caller can tell that from the process's own status (runc's exec.go).
+
+/// libcontainer's text when the container process cannot be executed
+/// (process/channel.rs and workload/default.rs in libcontainer 0.7).
+const EXEC_FAILED: &str = "exec process failed with error error in executing process : ";
+const CREATE_FAILED: &str = "failed to create container: ";
+
+/// Exit status of a failed `siloc exec` (runc: 255, so a caller can tell it from the
+/// process's own status).
+pub const EXEC_ERROR_STATUS: i32 = 255;
+
+/// The whole error chain `msg` of a failed command in runc's words; `exec` says whether
+/// the command was `exec`, whose errors runc prefixes with "exec failed: " (where
+/// libcontainer says "failed to create container: "). Other messages pass unchanged.
+pub fn runc_message(msg: &str, exec: bool) -> String {
+    let msg = match msg.find(EXEC_FAILED) {
+        Some(at) => format!(
+            "{}unable to start container process: {}",
+            &msg[..at],
+            exec_detail(&msg[at + EXEC_FAILED.len()..])
+        ),
+        None => msg.to_string(),
+    };
+    if exec {
+        format!(
+            "exec failed: {}",
+            msg.strip_prefix(CREATE_FAILED).unwrap_or(&msg)
+        )
+    } else {
+        msg
+    }
+}
+
+/// libcontainer's reason a command cannot be executed, as runc's `exec: "x": ...`.
+fn exec_detail(detail: &str) -> String {
+    if let Some(cmd) = detail
+        .strip_prefix("executable '")
+        .and_then(|r| r.strip_suffix("' not found in $PATH"))
+    {
+        // runc stats a command with a slash and searches $PATH for one without.
+        return if cmd.contains('/') {
+            format!("exec: {cmd:?}: stat {cmd}: no such file or directory")
+        } else {
+            format!("exec: {cmd:?}: executable file not found in $PATH")
+        };
+    }
+    if let Some(rest) = detail.strip_prefix("executable '") {
+        if rest.ends_with("does not have correct permissions") {
+            if let Some(end) = rest.find("' at path '") {
+                return format!("exec: {:?}: permission denied", &rest[..end]);
+            }
+        }
+    }
+    detail.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOT_FOUND: &str = "failed to create container: exec process failed with error \
+        error in executing process : executable 'nope' not found in $PATH";
+
+    #[test]
+    fn command_not_in_path() {
+        assert_eq!(
+            runc_message(NOT_FOUND, false),
+            "failed to create container: unable to start container process: exec: \"nope\": \
+             executable file not found in $PATH"
+        );
+        assert_eq!(
+            runc_message(NOT_FOUND, true),
+            "exec failed: unable to start container process: exec: \"nope\": \
+             executable file not found in $PATH"
+        );
+    }
+
+    #[test]
+    fn missing_path_is_a_stat_failure() {
+        let msg = NOT_FOUND.replace("'nope'", "'/no/such'");
+        assert_eq!(
+            runc_message(&msg, true),
+            "exec failed: unable to start container process: exec: \"/no/such\": \
+             stat /no/such: no such file or directory"
+        );
+    }
+
+    #[test]
+    fn not_executable_is_permission_denied() {
+        let msg = "failed to create container: exec process failed with error error in \
+                   executing process : executable '/etc/passwd' at path '\"/etc/passwd\"' \
+                   does not have correct permissions";
+        assert_eq!(
+            runc_message(msg, false),
+            "failed to create container: unable to start container process: exec: \
+             \"/etc/passwd\": permission denied"
+        );
+    }
+
+    #[test]
+    fn other_exec_failures_lose_the_stutter_only() {
+        let msg = "failed to create container: exec process failed with error error in \
+                   executing process : PATH environment variable is not set";
+        assert_eq!(
+            runc_message(msg, false),
+            "failed to create container: unable to start container process: PATH \
+             environment variable is not set"
+        );
+    }
+
+    #[test]
+    fn other_messages_pass_unchanged_but_exec_says_so() {
+        for m in [
+            "container does not exist",
+            "config.json: process.args: empty",
+        ] {
+            assert_eq!(runc_message(m, false), m);
+            assert_eq!(runc_message(m, true), format!("exec failed: {m}"));
+        }
+    }
+}
