@@ -21,7 +21,10 @@ pub fn wait_exit(pid: Pid, timeout: Duration) -> bool {
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let mut pfd = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
     loop {
-        match poll(&mut pfd, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
+        match poll(
+            &mut pfd,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
             Ok(n) => return n > 0,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return false,
@@ -35,13 +38,22 @@ mod tests {
 
     #[test]
     fn waits_for_a_process_to_exit() {
-        let mut child = std::process::Command::new("sleep").arg("0.1").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.1")
+            .spawn()
+            .unwrap();
         let pid = Pid::from_raw(child.id() as i32);
         // A child stays a zombie until reaped, but its pidfd reports the exit.
         assert!(wait_exit(pid, Duration::from_secs(5)));
         child.wait().unwrap();
-        let mut long = std::process::Command::new("sleep").arg("10").spawn().unwrap();
-        assert!(!wait_exit(Pid::from_raw(long.id() as i32), Duration::from_millis(50)));
+        let mut long = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        assert!(!wait_exit(
+            Pid::from_raw(long.id() as i32),
+            Duration::from_millis(50)
+        ));
         long.kill().unwrap();
         long.wait().unwrap();
     }
