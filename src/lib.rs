@@ -24,6 +24,7 @@ pub mod prepare;
 pub mod propagation;
 pub mod record;
 pub mod rootfs;
+pub mod scenario;
 pub mod signals;
 pub mod topology;
 pub mod tty;

@@ -15,6 +15,7 @@ mod image;
 mod info;
 mod kill;
 mod pause;
+mod scenario;
 mod spec;
 mod state;
 mod stdio;
@@ -104,6 +105,9 @@ enum Command {
     Checkpoint(Passthrough),
     /// Restore a container from a checkpoint (not supported)
     Restore(Passthrough),
+    /// Disk-isolation scenarios: a victim's IOPS and p99 beside noisy neighbours
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCommand),
 }
 
 /// A single container id.
@@ -155,9 +159,12 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 
 /// The commands that clone siloc into a container and so need the exe guard.
 fn enters_container(args: &[std::ffi::OsString]) -> bool {
+    // `scenario run` drives siloc as a child process; it needs its real path, not the
+    // sealed copy, to hand it on.
     args.iter()
         .skip(1)
-        .any(|a| matches!(a.to_str(), Some("create" | "run" | "exec")))
+        .find(|a| matches!(a.to_str(), Some("create" | "run" | "exec" | "scenario")))
+        .is_some_and(|a| a != "scenario")
 }
 
 /// Runs siloc with the process arguments; returns the exit status.
@@ -254,6 +261,7 @@ fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<i32> {
         Command::Spec(a) => spec::spec(a).map(|_| 0),
         Command::Features => features::features().map(|_| 0),
         Command::Image(a) => image::image(ctx, a).map(|_| 0),
+        Command::Scenario(c) => scenario::scenario(ctx, c),
         Command::Checkpoint(_) | Command::Restore(_) => {
             anyhow::bail!("checkpoint/restore is not supported by siloc (no CRIU integration yet)")
         }

@@ -1,0 +1,95 @@
+//! `siloc scenario run|show-default|report`: the disk-isolation scenario runner.
+
+use std::path::PathBuf;
+
+use super::{Ctx, emit};
+use crate::scenario::{file, report, run};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ScenarioCommand {
+    /// Run a scenario (the built-in default unless FILE is given) and report it
+    Run(RunArgs),
+    /// Print the built-in scenario (TOML), a starting point for your own
+    ShowDefault,
+    /// Rebuild the report (tables, CSV, JSON, SVG charts) from a run's directory
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Scenario file (TOML); default: the built-in scenario
+    pub file: Option<PathBuf>,
+    /// Apply the scenario's [quick] table: a few minutes instead of hours
+    #[arg(long)]
+    pub quick: bool,
+    /// Output directory [default: ./siloc-scenario-<UTC time>]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted run (the newest ./siloc-scenario-* unless --out)
+    #[arg(long)]
+    pub resume: bool,
+    /// Only these runtimes of the scenario (comma-separated names)
+    #[arg(long = "runtime", value_delimiter = ',')]
+    pub runtime: Option<Vec<String>>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Output directory of a run
+    pub dir: PathBuf,
+}
+
+/// Runs a `scenario` subcommand; returns the exit status (130 when interrupted).
+pub fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
+    match cmd {
+        ScenarioCommand::ShowDefault => {
+            emit(file::DEFAULT_TOML.trim_end())?;
+            Ok(0)
+        }
+        ScenarioCommand::Report(a) => {
+            let r = report::load(&a.dir)?;
+            r.write(&a.dir)?;
+            emit(r.text().trim_end())?;
+            Ok(0)
+        }
+        ScenarioCommand::Run(a) => {
+            if !nix::unistd::geteuid().is_root() {
+                anyhow::bail!(
+                    "siloc scenario run needs root (it runs containers and drops the page cache)"
+                );
+            }
+            let rt = ctx.runtime()?;
+            let opts = run::RunOptions {
+                file: a.file,
+                quick: a.quick,
+                out: a.out,
+                resume: a.resume,
+                only: a.runtime,
+                state_base: ctx.root.join("scenario"),
+                image_dir: rt.config.data_root.join("scenario/image"),
+                self_exe: std::env::current_exe()?,
+            };
+            match run::run(&opts) {
+                Ok(outcome) => {
+                    let r = report::load(&outcome.out)?;
+                    r.write(&outcome.out)?;
+                    emit(r.text().trim_end())?;
+                    emit(&format!(
+                        "\nreport: {} ({})",
+                        outcome.out.display(),
+                        report::FILES.join(", ")
+                    ))?;
+                    if outcome.failed > 0 {
+                        tracing::warn!(target: "siloc", "{} of {} cells failed; `siloc scenario run --resume --out {}` retries them", outcome.failed, outcome.cells, outcome.out.display());
+                    }
+                    Ok(0)
+                }
+                Err(e @ run::RunError::Interrupted { .. }) => {
+                    eprintln!("{e}");
+                    Ok(130)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}

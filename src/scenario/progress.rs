@@ -1,0 +1,127 @@
+//! The progress bar of a run (indicatif on stderr): cell, phase and time left. When
+//! stderr is no terminal, one plain line per step instead.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Progress of a run of `total` cells, each expected to take `cell_secs`.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    cell_secs: f64,
+    state: Mutex<State>,
+}
+
+struct State {
+    done: usize,
+    started: Instant,
+    cell: String,
+}
+
+impl Progress {
+    /// A bar for `total` cells of about `cell_secs` seconds each.
+    pub fn new(total: usize, cell_secs: f64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new(total as u64);
+            let style = ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] [{bar:24}] {pos}/{len} {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            b.set_style(style);
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Progress {
+            bar,
+            total,
+            cell_secs,
+            state: Mutex::new(State {
+                done: 0,
+                started: Instant::now(),
+                cell: String::new(),
+            }),
+        }
+    }
+
+    /// Time left: the expected time of the cells not done, scaled by how the finished
+    /// ones compared with the expectation.
+    fn left(&self, st: &State) -> Duration {
+        let remaining = self.total.saturating_sub(st.done) as f64;
+        let per_cell = if st.done > 0 {
+            st.started.elapsed().as_secs_f64() / st.done as f64
+        } else {
+            self.cell_secs
+        };
+        Duration::from_secs_f64((remaining * per_cell).max(0.0))
+    }
+
+    /// A new cell starts.
+    pub fn cell(&self, label: &str) {
+        if let Ok(mut st) = self.state.lock() {
+            st.cell = format!("cell {}/{} {label}", st.done + 1, self.total);
+        }
+    }
+
+    /// A step of the current cell starts.
+    pub fn step(&self, step: &str) {
+        let Ok(st) = self.state.lock() else { return };
+        let msg = format!("{} · {step} · ~{} left", st.cell, human(self.left(&st)));
+        match &self.bar {
+            Some(b) => b.set_message(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    /// The current cell finished.
+    pub fn finish_cell(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.done += 1;
+        }
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    /// Prints a line above the bar.
+    pub fn println(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// `1h02m`, `5m20s`, `42s`.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human(Duration::from_secs(42)), "42s");
+        assert_eq!(human(Duration::from_secs(320)), "5m20s");
+        assert_eq!(human(Duration::from_secs(3720)), "1h02m");
+    }
+}

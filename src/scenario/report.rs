@@ -1,0 +1,725 @@
+//! The report of a run, rebuilt from its output directory at any time: one row per
+//! workload x runtime x neighbour size (repetitions averaged), as a terminal table,
+//! Markdown, CSV and JSON, plus SVG charts.
+//!
+//! Drop % = (1 - IOPS under noise / baseline IOPS) x 100; rise % = (p99 under noise /
+//! baseline p99 - 1) x 100. p99 is fio's completion latency (clat) p99, of reads and
+//! writes together for mixed workloads.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::cell::{CellResult, Phase};
+use super::chart;
+use super::counters::CgroupIo;
+use super::file::{Scenario, Workload};
+use super::store::{RunMeta, Store, StoreError};
+use crate::units::format_size;
+
+/// Errors writing the report files.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Files the report writes into the output directory.
+pub const FILES: [&str; 6] = [
+    "report.txt",
+    "report.md",
+    "report.csv",
+    "report.json",
+    "iops-drop.svg",
+    "p99-rise.svg",
+];
+
+/// Share of fio's bytes the disk must have seen before the figures count as disk
+/// figures: below it, fio measured a cache (runsc ignores O_DIRECT).
+pub const DISK_SHARE_MIN: f64 = 0.5;
+/// fio's bytes below which the check says nothing (too little to judge).
+const CHECK_MIN_BYTES: u64 = 16 << 20;
+
+/// One line of the tables.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub runtime: String,
+    pub neighbour_size: u64,
+    /// Cells with figures / cells tried.
+    pub cells: usize,
+    pub failed: usize,
+    pub baseline_iops: f64,
+    pub noise_iops: f64,
+    pub iops_drop_pct: f64,
+    /// µs.
+    pub baseline_p99_us: f64,
+    pub noise_p99_us: f64,
+    pub p99_rise_pct: f64,
+    /// Bytes/s.
+    pub baseline_bw: f64,
+    pub noise_bw: f64,
+    /// Bytes/s the disk wrote for the neighbours (and anyone else) while the victim
+    /// ran under noise: the price of isolation.
+    pub neighbour_write_bw: f64,
+    /// Lowest share of fio's bytes the disk saw in a baseline (reads or writes).
+    pub disk_share: Option<f64>,
+    /// fio's figures did not reach the disk.
+    pub not_on_disk: bool,
+    /// Write limits on buffered writers under cgroup v1: flusher writeback escapes.
+    pub v1_writeback: bool,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub meta: RunMeta,
+    pub rows: Vec<Row>,
+    pub errors: Vec<String>,
+}
+
+/// Reads a run's directory and builds the report. Errors: missing or bad files.
+pub fn load(dir: &Path) -> Result<Report, ReportError> {
+    let store = Store::new(dir);
+    let meta = store.meta()?;
+    let cells = store.cells()?;
+    Ok(build(meta, &cells))
+}
+
+/// The lowest share of fio's bytes the disk saw in `p`, over directions where fio
+/// moved enough to judge. `None`: nothing to judge.
+pub fn disk_share(p: &Phase) -> Option<f64> {
+    let mut worst: Option<f64> = None;
+    for (fio, disk) in [
+        (p.fio.read.io_bytes, p.disk.read_bytes),
+        (p.fio.write.io_bytes, p.disk.write_bytes),
+    ] {
+        if fio >= CHECK_MIN_BYTES {
+            let share = disk as f64 / fio as f64;
+            worst = Some(worst.map_or(share, |w: f64| w.min(share)));
+        }
+    }
+    worst
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn pct_drop(base: f64, noise: f64) -> f64 {
+    if base > 0.0 {
+        (1.0 - noise / base) * 100.0
+    } else {
+        0.0
+    }
+}
+
+fn pct_rise(base: f64, noise: f64) -> f64 {
+    if base > 0.0 {
+        (noise / base - 1.0) * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// Builds rows in the scenario's order: workloads, then runtimes, then sizes.
+pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
+    let s = &meta.scenario;
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    for c in cells {
+        if let Some(e) = &c.error {
+            errors.push(format!(
+                "{} {} {} rep {}: {e}",
+                c.key.runtime,
+                c.key.workload,
+                format_size(c.key.neighbour_size),
+                c.key.repetition
+            ));
+        }
+    }
+    for w in &s.workloads {
+        for r in &s.runtimes {
+            for &size in &s.neighbours.sizes {
+                let mine: Vec<&CellResult> = cells
+                    .iter()
+                    .filter(|c| {
+                        c.key.workload == w.name
+                            && c.key.runtime == r.name
+                            && c.key.neighbour_size == size
+                    })
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let ok: Vec<(&Phase, &Phase)> = mine
+                    .iter()
+                    .filter_map(|c| Some((c.baseline.as_ref()?, c.noise.as_ref()?)))
+                    .collect();
+                let col = |f: &dyn Fn(&Phase, &Phase) -> f64| {
+                    mean(&ok.iter().map(|(b, n)| f(b, n)).collect::<Vec<_>>())
+                };
+                let baseline_iops = col(&|b, _| b.fio.total.iops);
+                let noise_iops = col(&|_, n| n.fio.total.iops);
+                let baseline_p99_us = col(&|b, _| b.fio.total.clat_p99_us);
+                let noise_p99_us = col(&|_, n| n.fio.total.clat_p99_us);
+                let shares: Vec<f64> = ok.iter().filter_map(|(b, _)| disk_share(b)).collect();
+                let disk_share = shares.iter().copied().reduce(f64::min);
+                rows.push(Row {
+                    workload: w.name.clone(),
+                    runtime: r.name.clone(),
+                    neighbour_size: size,
+                    cells: ok.len(),
+                    failed: mine.len() - ok.len(),
+                    baseline_iops,
+                    noise_iops,
+                    iops_drop_pct: pct_drop(baseline_iops, noise_iops),
+                    baseline_p99_us,
+                    noise_p99_us,
+                    p99_rise_pct: pct_rise(baseline_p99_us, noise_p99_us),
+                    baseline_bw: col(&|b, _| b.fio.total.bw_bytes),
+                    noise_bw: col(&|_, n| n.fio.total.bw_bytes),
+                    neighbour_write_bw: col(&|_, n| n.others_write_bps(s.ramp, s.duration)),
+                    disk_share,
+                    not_on_disk: disk_share.is_some_and(|d| d < DISK_SHARE_MIN),
+                    v1_writeback: r.policy && meta.host.cgroup_io == CgroupIo::V1,
+                });
+            }
+        }
+    }
+    Report { meta, rows, errors }
+}
+
+/// `4446`, `12.3k` would hide digits people compare: whole numbers, no separators.
+fn iops(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+/// µs as ms with 2-3 significant digits.
+pub fn ms(us: f64) -> String {
+    let m = us / 1000.0;
+    if m < 10.0 {
+        format!("{m:.2}")
+    } else if m < 100.0 {
+        format!("{m:.1}")
+    } else {
+        format!("{m:.0}")
+    }
+}
+
+fn mbs(bps: f64) -> String {
+    format!("{:.0}", bps / 1e6)
+}
+
+fn pct(p: f64) -> String {
+    format!("{p:.0}%")
+}
+
+/// Note marks of a row, explained under the tables.
+fn marks(r: &Row) -> String {
+    let mut m = Vec::new();
+    if r.not_on_disk {
+        m.push("[a]");
+    }
+    if r.v1_writeback {
+        m.push("[b]");
+    }
+    if r.failed > 0 {
+        m.push("[c]");
+    }
+    m.join(" ")
+}
+
+/// A workload's one-line description: `randrw: 4K blocks, iodepth 1, 70% reads, O_DIRECT`.
+pub fn describe(w: &Workload) -> String {
+    let mut d = format!(
+        "{}: {} {} blocks, iodepth {}",
+        w.name,
+        w.rw.as_fio(),
+        format_size(w.bs),
+        w.iodepth
+    );
+    if let Some(m) = w.rwmixread {
+        d.push_str(&format!(", {m}% reads"));
+    }
+    d.push_str(if w.direct { ", O_DIRECT" } else { ", buffered" });
+    d
+}
+
+const HEADER: [&str; 11] = [
+    "runtime",
+    "neighbours",
+    "IOPS",
+    "IOPS noisy",
+    "drop",
+    "p99 ms",
+    "p99 ms noisy",
+    "rise",
+    "nbr MB/s",
+    "n",
+    "notes",
+];
+
+fn cells_of(r: &Row, s: &Scenario) -> [String; 11] {
+    [
+        r.runtime.clone(),
+        format!("{}x{}", s.neighbours.count, format_size(r.neighbour_size)),
+        iops(r.baseline_iops),
+        iops(r.noise_iops),
+        pct(r.iops_drop_pct),
+        ms(r.baseline_p99_us),
+        ms(r.noise_p99_us),
+        pct(r.p99_rise_pct),
+        mbs(r.neighbour_write_bw),
+        r.cells.to_string(),
+        marks(r),
+    ]
+}
+
+impl Report {
+    fn workload_rows<'a>(&'a self, w: &str) -> Vec<&'a Row> {
+        self.rows.iter().filter(|r| r.workload == w).collect()
+    }
+
+    fn host_line(&self) -> String {
+        let h = &self.meta.host;
+        let s = &self.meta.scenario;
+        format!(
+            "host: kernel {}, {} CPUs, {} memory, disk {} ({}), cgroup I/O {}; victim file {}, {} s measured after {} s ramp, {} s neighbour warm-up, {} repetition(s){}",
+            h.kernel,
+            h.cpus,
+            format_size_round(h.mem_total),
+            h.disk.name,
+            h.scheduler.as_deref().unwrap_or("?"),
+            match h.cgroup_io {
+                CgroupIo::V1 => "v1",
+                CgroupIo::V2 => "v2",
+                CgroupIo::None => "none",
+            },
+            format_size(s.victim_file_size),
+            s.duration,
+            s.ramp,
+            s.warmup,
+            s.repetitions,
+            if s.quick { " (--quick)" } else { "" }
+        )
+    }
+
+    fn legend(&self) -> Vec<String> {
+        let mut l = vec![
+            "drop: IOPS lost under noise; rise: p99 completion latency gained; nbr MB/s: what the disk wrote for the neighbours while the victim ran (the price of isolation); n: repetitions averaged".to_string(),
+        ];
+        if self.rows.iter().any(|r| r.not_on_disk) {
+            l.push(format!(
+                "[a] fio's I/O did not reach the disk: the disk saw less than {:.0}% of the bytes fio reported in the baseline, so these figures measure the page cache, not disk isolation (runsc ignores O_DIRECT)",
+                DISK_SHARE_MIN * 100.0
+            ));
+        }
+        if self.rows.iter().any(|r| r.v1_writeback) {
+            l.push("[b] cgroup v1: buffered writeback is charged to the root cgroup, so the neighbours' write limit holds only for the I/O their fsync issues, not for the flusher's writeback".to_string());
+        }
+        if self.rows.iter().any(|r| r.failed > 0) {
+            l.push("[c] some repetitions failed; see the errors below".to_string());
+        }
+        for sk in &self.meta.skipped {
+            l.push(format!("skipped {}: {}", sk.name, sk.note));
+        }
+        for e in &self.errors {
+            l.push(format!("error: {e}"));
+        }
+        l
+    }
+
+    /// The terminal tables.
+    pub fn text(&self) -> String {
+        let s = &self.meta.scenario;
+        let mut out = String::new();
+        for w in &s.workloads {
+            let rows = self.workload_rows(&w.name);
+            if rows.is_empty() {
+                continue;
+            }
+            out.push_str(&describe(w));
+            out.push('\n');
+            let body: Vec<[String; 11]> = rows.iter().map(|r| cells_of(r, s)).collect();
+            let mut width = HEADER.map(str::len);
+            for b in &body {
+                for (i, c) in b.iter().enumerate() {
+                    width[i] = width[i].max(c.chars().count());
+                }
+            }
+            let line = |cols: &[String]| {
+                let mut l = String::from(" ");
+                for (i, c) in cols.iter().enumerate() {
+                    let pad = width[i] - c.chars().count();
+                    if i < 2 || i == 10 {
+                        l.push_str(&format!(" {c}{}", " ".repeat(pad)));
+                    } else {
+                        l.push_str(&format!(" {}{c}", " ".repeat(pad)));
+                    }
+                }
+                l.trim_end().to_string() + "\n"
+            };
+            out.push_str(&line(&HEADER.map(String::from)));
+            for b in &body {
+                out.push_str(&line(b));
+            }
+            out.push('\n');
+        }
+        out.push_str(&self.host_line());
+        out.push('\n');
+        for l in self.legend() {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The tables in Markdown.
+    pub fn markdown(&self) -> String {
+        let s = &self.meta.scenario;
+        let mut out = String::from("# Disk-isolation scenario\n\n");
+        out.push_str(&self.host_line());
+        out.push_str("\n\n");
+        for w in &s.workloads {
+            let rows = self.workload_rows(&w.name);
+            if rows.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("## {}\n\n", describe(w)));
+            out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
+            out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+            for r in rows {
+                out.push_str(&format!("| {} |\n", cells_of(r, s).join(" | ")));
+            }
+            out.push('\n');
+        }
+        for l in self.legend() {
+            out.push_str(&format!("- {l}\n"));
+        }
+        out
+    }
+
+    /// One CSV line per row, raw numbers (IOPS, µs, bytes/s).
+    pub fn csv(&self) -> String {
+        let mut out = String::from(
+            "workload,runtime,neighbours,neighbour_size_bytes,cells,failed,baseline_iops,noise_iops,iops_drop_pct,baseline_p99_us,noise_p99_us,p99_rise_pct,baseline_bw_bytes,noise_bw_bytes,neighbour_write_bw_bytes,disk_share,not_on_disk,cgroup_v1_writeback\n",
+        );
+        for r in &self.rows {
+            let fields = [
+                csv_field(&r.workload),
+                csv_field(&r.runtime),
+                self.meta.scenario.neighbours.count.to_string(),
+                r.neighbour_size.to_string(),
+                r.cells.to_string(),
+                r.failed.to_string(),
+                format!("{:.1}", r.baseline_iops),
+                format!("{:.1}", r.noise_iops),
+                format!("{:.1}", r.iops_drop_pct),
+                format!("{:.1}", r.baseline_p99_us),
+                format!("{:.1}", r.noise_p99_us),
+                format!("{:.1}", r.p99_rise_pct),
+                format!("{:.0}", r.baseline_bw),
+                format!("{:.0}", r.noise_bw),
+                format!("{:.0}", r.neighbour_write_bw),
+                r.disk_share.map(|d| format!("{d:.3}")).unwrap_or_default(),
+                r.not_on_disk.to_string(),
+                r.v1_writeback.to_string(),
+            ];
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The report as JSON: run metadata, rows, errors.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The two charts: (IOPS drop, p99 rise), grouped by runtime, one bar per
+    /// workload and neighbour size.
+    pub fn charts(&self) -> (String, String) {
+        let s = &self.meta.scenario;
+        let groups: Vec<String> = s
+            .runtimes
+            .iter()
+            .filter(|r| self.rows.iter().any(|x| x.runtime == r.name))
+            .map(|r| r.name.clone())
+            .collect();
+        let mut drop = Vec::new();
+        let mut rise = Vec::new();
+        for w in &s.workloads {
+            for &size in &s.neighbours.sizes {
+                let pick = |f: &dyn Fn(&Row) -> f64| -> Vec<Option<f64>> {
+                    groups
+                        .iter()
+                        .map(|g| {
+                            self.rows
+                                .iter()
+                                .find(|r| {
+                                    &r.runtime == g
+                                        && r.workload == w.name
+                                        && r.neighbour_size == size
+                                        && r.cells > 0
+                                })
+                                .map(f)
+                        })
+                        .collect()
+                };
+                let d = pick(&|r| r.iops_drop_pct);
+                if d.iter().all(Option::is_none) {
+                    continue;
+                }
+                let label = if s.neighbours.sizes.len() > 1 {
+                    format!("{} · {}x{}", w.name, s.neighbours.count, format_size(size))
+                } else {
+                    w.name.clone()
+                };
+                drop.push((label.clone(), d));
+                rise.push((label, pick(&|r| r.p99_rise_pct)));
+            }
+        }
+        (
+            chart::grouped_bars("IOPS drop under noisy neighbours", "drop %", &groups, &drop),
+            chart::grouped_bars(
+                "p99 latency rise under noisy neighbours",
+                "rise %",
+                &groups,
+                &rise,
+            ),
+        )
+    }
+
+    /// Writes every format into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), ReportError> {
+        let (drop, rise) = self.charts();
+        for (name, text) in FILES.iter().zip([
+            self.text(),
+            self.markdown(),
+            self.csv(),
+            self.json(),
+            drop,
+            rise,
+        ]) {
+            let p = dir.join(name);
+            std::fs::write(&p, text).map_err(|source| ReportError::Io {
+                path: p.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Memory as people say it (`24G`, rounded).
+fn format_size_round(b: u64) -> String {
+    format!("{:.0}G", b as f64 / f64::from(1u32 << 30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::cell::CellKey;
+    use crate::scenario::counters::{Disk, DiskCounters};
+    use crate::scenario::fio::{Direction, FioFigures};
+    use crate::scenario::host::HostFacts;
+
+    fn phase(iops: f64, p99: f64, fio_w: u64, disk_w: u64) -> Phase {
+        let d = Direction {
+            iops,
+            clat_p99_us: p99,
+            io_bytes: fio_w,
+            bw_bytes: fio_w as f64 / 10.0,
+            ..Default::default()
+        };
+        Phase {
+            fio: FioFigures {
+                write: d.clone(),
+                total: d,
+                ..Default::default()
+            },
+            disk: DiskCounters {
+                write_bytes: disk_w,
+                ..Default::default()
+            },
+            victim_cgroup: None,
+            neighbour_cgroups: vec![],
+            seconds: 10.0,
+        }
+    }
+
+    fn report(cgroup_io: CgroupIo) -> Report {
+        let mut s = Scenario::builtin(true).unwrap();
+        s.runtimes
+            .retain(|r| ["siloc-policy", "runc", "runsc"].contains(&r.name.as_str()));
+        s.duration = 9;
+        s.ramp = 1;
+        let meta = RunMeta {
+            siloc_version: "0".into(),
+            started: "t".into(),
+            scenario: s,
+            host: HostFacts {
+                kernel: "6.18".into(),
+                cpus: 2,
+                mem_total: 24 << 30,
+                cgroup_io,
+                disk: Disk {
+                    name: "vda".into(),
+                    major: 254,
+                    minor: 0,
+                },
+                scheduler: Some("mq-deadline".into()),
+            },
+            skipped: vec![super::super::store::Skipped {
+                name: "youki".into(),
+                note: "not installed".into(),
+            }],
+        };
+        let cell = |rt: &str, wl: &str, rep: u32, b: Phase, n: Phase| CellResult {
+            key: CellKey {
+                runtime: rt.into(),
+                workload: wl.into(),
+                neighbour_size: 4 << 30,
+                repetition: rep,
+            },
+            started: "t".into(),
+            seconds: 30.0,
+            baseline: Some(b),
+            noise: Some(n),
+            error: None,
+        };
+        let g = 1 << 30;
+        let cells = vec![
+            cell(
+                "runc",
+                "randrw",
+                1,
+                phase(4000.0, 250.0, g, g),
+                phase(200.0, 41_000.0, g / 20, 3 * g),
+            ),
+            cell(
+                "siloc-policy",
+                "randrw",
+                1,
+                phase(4000.0, 250.0, g, g),
+                phase(3000.0, 500.0, g, g),
+            ),
+            cell(
+                "runsc",
+                "randrw",
+                1,
+                phase(90_000.0, 20.0, 20 * g, 0),
+                phase(80_000.0, 30.0, 20 * g, 0),
+            ),
+            CellResult {
+                error: Some("runc: run --detach: boom".into()),
+                baseline: None,
+                noise: None,
+                ..cell(
+                    "runc",
+                    "seqread",
+                    1,
+                    phase(0.0, 0.0, 0, 0),
+                    phase(0.0, 0.0, 0, 0),
+                )
+            },
+        ];
+        build(meta, &cells)
+    }
+
+    #[test]
+    fn rows_compute_drop_rise_and_flags() {
+        let r = report(CgroupIo::V1);
+        let runc = r
+            .rows
+            .iter()
+            .find(|x| x.runtime == "runc" && x.workload == "randrw")
+            .unwrap();
+        assert!((runc.iops_drop_pct - 95.0).abs() < 1e-9);
+        assert!((runc.p99_rise_pct - 16300.0).abs() < 1e-6);
+        assert!(!runc.not_on_disk && !runc.v1_writeback);
+        // 3 GiB written by the disk in 10 s, the victim's own ~1 GiB/10 s x 10 s out.
+        assert!(
+            (runc.neighbour_write_bw - (3.0 * 1073741824.0 - 1073741824.0 / 20.0) / 10.0).abs()
+                < 1.0
+        );
+        let runsc = r.rows.iter().find(|x| x.runtime == "runsc").unwrap();
+        assert!(runsc.not_on_disk && runsc.disk_share == Some(0.0));
+        let policy = r.rows.iter().find(|x| x.runtime == "siloc-policy").unwrap();
+        assert!(policy.v1_writeback);
+        assert!(!report(CgroupIo::V2).rows.iter().any(|x| x.v1_writeback));
+        let failed = r.rows.iter().find(|x| x.workload == "seqread").unwrap();
+        assert_eq!((failed.cells, failed.failed), (0, 1));
+        assert_eq!(r.errors.len(), 1);
+    }
+
+    #[test]
+    fn formats_carry_rows_and_notes() {
+        let r = report(CgroupIo::V1);
+        let t = r.text();
+        assert!(
+            t.contains("randrw: randrw 4K blocks, iodepth 1, 70% reads, O_DIRECT"),
+            "{t}"
+        );
+        let runc_line = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("runc ") && l.contains("4000"))
+            .unwrap();
+        assert!(
+            runc_line.contains(" 95%") && runc_line.contains("41.0") && runc_line.contains("0.25"),
+            "{runc_line}"
+        );
+        assert!(t.contains("[a] fio's I/O did not reach the disk"));
+        assert!(t.contains("[b] cgroup v1"));
+        assert!(t.contains("skipped youki: not installed"));
+        assert!(t.contains("error: runc seqread 4G rep 1: runc: run --detach: boom"));
+        let md = r.markdown();
+        assert!(
+            md.contains("| runtime | neighbours |")
+                && md.contains("| runc | 2x4G | 4000 | 200 | 95% |"),
+            "{md}"
+        );
+        let csv = r.csv();
+        assert_eq!(csv.lines().count(), 1 + r.rows.len());
+        assert!(
+            csv.lines().nth(1).unwrap().split(',').count()
+                == csv.lines().next().unwrap().split(',').count()
+        );
+        let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(json["rows"].as_array().unwrap().len(), r.rows.len());
+        let (drop, rise) = r.charts();
+        assert!(drop.starts_with("<svg") && drop.contains("runc") && drop.contains("randrw"));
+        assert!(rise.contains("p99"));
+    }
+
+    #[test]
+    fn percent_signs_read_naturally() {
+        let mut r = report(CgroupIo::V2).rows[0].clone();
+        r.iops_drop_pct = -12.0; // IOPS rose under noise
+        let s = Scenario::builtin(true).unwrap();
+        assert_eq!(cells_of(&r, &s)[4], "-12%");
+        r.iops_drop_pct = 40.0;
+        assert_eq!(cells_of(&r, &s)[4], "40%");
+        assert_eq!(ms(250.0), "0.25");
+        assert_eq!(ms(41_000.0), "41.0");
+        assert_eq!(ms(123_456.0), "123");
+    }
+}
