@@ -53,11 +53,6 @@ pub fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         ScenarioCommand::Run(a) => {
-            if !nix::unistd::geteuid().is_root() {
-                anyhow::bail!(
-                    "siloc scenario run needs root (it runs containers and drops the page cache)"
-                );
-            }
             let rt = ctx.runtime()?;
             let opts = run::RunOptions {
                 file: a.file,

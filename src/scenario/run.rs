@@ -263,6 +263,11 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let out = out_dir(opts)?;
     let store = Store::new(&out);
     let wanted = scenario_of(opts)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(RunError::Usage(
+            "siloc scenario run needs root: it runs containers and drops the page cache".into(),
+        ));
+    }
     let (scenario, started) = if opts.resume {
         let meta = store.meta()?;
         if (opts.file.is_some() || opts.quick || opts.only.is_some()) && wanted != meta.scenario {
@@ -296,13 +301,14 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         tracing::debug!(target: "siloc", "removed {what}");
     }
     container::remove_cgroup_parents();
-    if let Ok(rd) = std::fs::read_dir(&opts.state_base) {
+    // The runtimes' state roots, when their runtimes left them empty.
+    let rt_base = opts.state_base.join("rt");
+    if let Ok(rd) = std::fs::read_dir(&rt_base) {
         for e in rd.flatten() {
-            if e.path().is_dir() {
-                let _ = std::fs::remove_dir(e.path());
-            }
+            let _ = std::fs::remove_dir(e.path());
         }
     }
+    let _ = std::fs::remove_dir(&rt_base);
     result
 }
 
