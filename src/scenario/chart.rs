@@ -35,17 +35,29 @@ fn tick_step(span: f64) -> f64 {
     m * mag
 }
 
+/// One bar: its value and an optional mark written above it (a note's letter).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub value: f64,
+    pub mark: Option<String>,
+}
+
+/// A named series: one optional bar per group.
+pub type Series = (String, Vec<Option<Bar>>);
+
 /// The chart: `groups` along x, for each group one bar per series (`None`: no bar).
 /// Values are in the unit `y_label` names; negative values go below the zero line.
+/// `notes` are printed under the legend (explaining the marks). Marked bars are pale.
 pub fn grouped_bars(
     title: &str,
     y_label: &str,
     groups: &[String],
-    series: &[(String, Vec<Option<f64>>)],
+    series: &[Series],
+    notes: &[String],
 ) -> String {
     let values: Vec<f64> = series
         .iter()
-        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .flat_map(|(_, v)| v.iter().flatten().map(|b| b.value))
         .filter(|v| v.is_finite())
         .collect();
     let hi = values.iter().copied().fold(0.0_f64, f64::max);
@@ -64,7 +76,7 @@ pub fn grouped_bars(
     let n_series = series.len().max(1) as f64;
     let group_w = n_series * bar_w + 30.0;
     let width = left + right + group_w * groups.len().max(1) as f64;
-    let legend_h = 20.0 * series.len() as f64;
+    let legend_h = 20.0 * (series.len() + notes.len()) as f64;
     let height = plot_top + plot_h + 50.0 + legend_h;
     let y = |v: f64| plot_top + (top - v) / span * plot_h;
 
@@ -94,18 +106,32 @@ pub fn grouped_bars(
     for (gi, g) in groups.iter().enumerate() {
         let gx = left + gi as f64 * group_w + 15.0;
         for (si, (_, vals)) in series.iter().enumerate() {
-            let Some(v) = vals.get(gi).copied().flatten().filter(|v| v.is_finite()) else {
+            let Some(bar) = vals
+                .get(gi)
+                .and_then(Option::as_ref)
+                .filter(|b| b.value.is_finite())
+            else {
                 continue;
             };
+            let v = bar.value;
             let x = gx + si as f64 * bar_w;
             let (y0, y1) = (y(v.max(0.0)), y(v.min(0.0)));
             o.push_str(&format!(
-                "<rect x=\"{x:.1}\" y=\"{y0:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {v:.0}</title></rect>\n",
+                "<rect x=\"{x:.1}\" y=\"{y0:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"{}><title>{}: {v:.0}</title></rect>\n",
                 bar_w - 2.0,
                 (y1 - y0).max(0.5),
                 COLOURS[si % COLOURS.len()],
+                if bar.mark.is_some() { " fill-opacity=\"0.45\"" } else { "" },
                 esc(g)
             ));
+            if let Some(m) = &bar.mark {
+                o.push_str(&format!(
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n",
+                    x + (bar_w - 2.0) / 2.0,
+                    y0 - 4.0,
+                    esc(m)
+                ));
+            }
         }
         o.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
@@ -131,6 +157,13 @@ pub fn grouped_bars(
             left + 18.0,
             ly,
             esc(name)
+        ));
+    }
+    for (ni, note) in notes.iter().enumerate() {
+        let ly = plot_top + plot_h + 40.0 + (series.len() + ni) as f64 * 20.0;
+        o.push_str(&format!(
+            "<text x=\"{left}\" y=\"{ly:.1}\" font-size=\"11\">{}</text>\n",
+            esc(note)
         ));
     }
     o.push_str("</svg>\n");
@@ -160,19 +193,36 @@ mod tests {
     #[test]
     fn bars_for_each_value_and_escaped_names() {
         let groups = vec!["runc".to_string(), "a<b".to_string()];
+        let bar = |value: f64, mark: Option<&str>| {
+            Some(Bar {
+                value,
+                mark: mark.map(str::to_string),
+            })
+        };
         let series = vec![
-            ("randrw".to_string(), vec![Some(95.0), Some(-10.0)]),
-            ("seqread".to_string(), vec![None, Some(40.0)]),
+            (
+                "randrw".to_string(),
+                vec![bar(95.0, None), bar(-10.0, Some("a"))],
+            ),
+            ("seqread".to_string(), vec![None, bar(40.0, None)]),
         ];
-        let svg = grouped_bars("IOPS drop", "drop %", &groups, &series);
+        let svg = grouped_bars(
+            "IOPS drop",
+            "drop %",
+            &groups,
+            &series,
+            &["a: page cache".to_string()],
+        );
         assert_eq!(svg.matches("<rect x=").count(), 3 + 2, "{svg}"); // 3 bars + 2 legend keys
+        assert_eq!(svg.matches("fill-opacity").count(), 1);
+        assert!(svg.contains(">a: page cache<"));
         assert!(svg.contains("a&lt;b") && !svg.contains("a<b"));
         assert!(
             svg.contains(">-20<") || svg.contains(">-10<") || svg.contains(">-50<"),
             "{svg}"
         );
         assert!(svg.trim_end().ends_with("</svg>"));
-        let empty = grouped_bars("x", "y", &[], &[]);
+        let empty = grouped_bars("x", "y", &[], &[], &[]);
         assert!(empty.contains("</svg>"));
     }
 }

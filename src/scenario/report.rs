@@ -460,7 +460,7 @@ impl Report {
         let mut rise = Vec::new();
         for w in &s.workloads {
             for &size in &s.neighbours.sizes {
-                let pick = |f: &dyn Fn(&Row) -> f64| -> Vec<Option<f64>> {
+                let pick = |f: &dyn Fn(&Row) -> f64| -> Vec<Option<chart::Bar>> {
                     groups
                         .iter()
                         .map(|g| {
@@ -472,7 +472,10 @@ impl Report {
                                         && r.neighbour_size == size
                                         && r.cells > 0
                                 })
-                                .map(f)
+                                .map(|r| chart::Bar {
+                                    value: f(r),
+                                    mark: r.not_on_disk.then(|| "a".to_string()),
+                                })
                         })
                         .collect()
                 };
@@ -489,13 +492,36 @@ impl Report {
                 rise.push((label, pick(&|r| r.p99_rise_pct)));
             }
         }
+        let mut notes = vec![format!(
+            "{} neighbours x {} each, looping dd conv=fsync; victim: fio, {} s",
+            s.neighbours.count,
+            s.neighbours
+                .sizes
+                .iter()
+                .map(|z| format_size(*z))
+                .collect::<Vec<_>>()
+                .join("/"),
+            s.duration
+        )];
+        if self.rows.iter().any(|r| r.not_on_disk) {
+            notes.push(
+                "a (pale): fio's I/O did not reach the disk (page cache figures)".to_string(),
+            );
+        }
         (
-            chart::grouped_bars("IOPS drop under noisy neighbours", "drop %", &groups, &drop),
+            chart::grouped_bars(
+                "IOPS drop under noisy neighbours",
+                "drop %",
+                &groups,
+                &drop,
+                &notes,
+            ),
             chart::grouped_bars(
                 "p99 latency rise under noisy neighbours",
                 "rise %",
                 &groups,
                 &rise,
+                &notes,
             ),
         )
     }
