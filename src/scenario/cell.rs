@@ -39,6 +39,10 @@ pub struct Phase {
     pub neighbour_cgroups: Vec<Option<CgroupCounters>>,
     /// Wall-clock seconds from the victim's start to its stop.
     pub seconds: f64,
+    /// Bytes of the victim's file in the host page cache when it stopped (the cache
+    /// was dropped before the phase): see [`counters::page_cache_bytes`].
+    #[serde(default)]
+    pub victim_file_cached: Option<u64>,
 }
 
 impl Phase {
@@ -253,6 +257,7 @@ fn victim_phase(
     victim.wait_stopped(limit, ctx.stop)?;
     let seconds = t0.elapsed().as_secs_f64();
     let after = counters::read_disk(Path::new("/"), ctx.disk)?;
+    let victim_file_cached = counters::page_cache_bytes(&ctx.victim_dir.join("victim.dat"));
     let victim_cgroup =
         counters::read_cgroup(Path::new("/"), ctx.cgroup_io, &cgroup_path(&id), ctx.disk);
     let neighbour_cgroups = neighbours
@@ -280,6 +285,7 @@ fn victim_phase(
         victim_cgroup,
         neighbour_cgroups,
         seconds,
+        victim_file_cached,
     })
 }
 
@@ -326,6 +332,7 @@ mod tests {
             victim_cgroup: None,
             neighbour_cgroups: vec![],
             seconds: 10.0,
+            victim_file_cached: None,
         };
         assert_eq!(p.others_write_bps(1, 9), 100.0);
         p.fio.write.bw_bytes = 50.0;

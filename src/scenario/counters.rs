@@ -235,6 +235,23 @@ pub fn read_cgroup(host: &Path, io: CgroupIo, path: &str, disk: &Disk) -> Option
     }
 }
 
+/// Bytes of `file` resident in the host's page cache, from util-linux `fincore`
+/// (mincore(2) over the file). After a phase that began with a dropped cache, a victim
+/// whose O_DIRECT was honoured leaves (almost) none; a runtime that turned its I/O
+/// into buffered I/O leaves what it touched. `None` when fincore is missing or fails.
+pub fn page_cache_bytes(file: &Path) -> Option<u64> {
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(file)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
