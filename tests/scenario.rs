@@ -119,6 +119,12 @@ fn tiny_scenario_end_to_end_with_every_report() {
             assert!(iops > 0.0 && p99 > 0.0, "{phase} of {c}");
             assert!(c[phase]["disk"]["reads"].as_u64().is_some());
         }
+        // O_DIRECT honoured: none of the victim's file stayed in the page cache.
+        let cached = &c["baseline"]["victim_file_cached"];
+        assert!(
+            cached.is_null() || cached == 0,
+            "runc/siloc left the file cached: {c}"
+        );
         // The neighbour wrote while the victim ran: the disk saw writes.
         assert!(
             c["noise"]["disk"]["write_bytes"].as_u64().unwrap() > 0,

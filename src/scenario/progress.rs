@@ -69,7 +69,12 @@ impl Progress {
     /// A step of the current cell starts.
     pub fn step(&self, step: &str) {
         let Ok(st) = self.state.lock() else { return };
-        let msg = format!("{} · {step} · ~{} left", st.cell, human(self.left(&st)));
+        let left = human(self.left(&st));
+        let msg = if st.cell.is_empty() {
+            format!("{step} · ~{left} left")
+        } else {
+            format!("{} · {step} · ~{left} left", st.cell)
+        };
         match &self.bar {
             Some(b) => b.set_message(msg),
             None => eprintln!("{msg}"),
