@@ -300,10 +300,31 @@ impl<'a> Container<'a> {
     }
 }
 
+/// How long a delete may keep failing before the runner gives up on it: a killed
+/// writer stuck in throttled writeback leaves its cgroup busy until its I/O drains.
+const DELETE_PATIENCE: Duration = Duration::from_secs(120);
+
 impl Drop for Container<'_> {
+    /// Deletes the container, retrying while the runtime cannot (busy cgroup), so the
+    /// next phase does not start beside a neighbour that is still writing.
     fn drop(&mut self) {
-        if let Err(e) = self.rt.delete(&self.id) {
-            tracing::warn!(target: "siloc", "{e}");
+        let end = Instant::now() + DELETE_PATIENCE;
+        loop {
+            match self.rt.delete(&self.id) {
+                Ok(()) => break,
+                Err(e) if Instant::now() >= end => {
+                    tracing::warn!(target: "siloc", "{e}");
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(target: "siloc", "{e}; retrying");
+                    std::thread::sleep(Duration::from_secs(1));
+                    // Gone in the meantime (the failed attempt finished the job).
+                    if matches!(self.rt.status(&self.id), Ok(None)) {
+                        break;
+                    }
+                }
+            }
         }
         remove_cgroups(&self.id);
     }
