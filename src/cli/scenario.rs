@@ -88,3 +88,18 @@ pub fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scenario_run_is_not_sealed_but_container_commands_are() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let enters = |a: &[&str]| super::super::enters_container(&args(a));
+        assert!(!enters(&[
+            "siloc", "--root", "/r", "scenario", "run", "--quick"
+        ]));
+        assert!(enters(&["siloc", "--root", "/r", "run", "--detach", "id"]));
+        assert!(enters(&["siloc", "exec", "id", "sh"]));
+        assert!(!enters(&["siloc", "state", "id"]));
+    }
+}

@@ -43,6 +43,10 @@ pub struct Phase {
     /// was dropped before the phase): see [`counters::page_cache_bytes`].
     #[serde(default)]
     pub victim_file_cached: Option<u64>,
+    /// siloc's I/O policy decision for the first neighbour (`io.siloc.io.policy`
+    /// from `state`), under a policy runtime: proof of what was applied.
+    #[serde(default)]
+    pub neighbour_policy: Option<String>,
 }
 
 impl Phase {
@@ -266,6 +270,14 @@ fn victim_phase(
             counters::read_cgroup(Path::new("/"), ctx.cgroup_io, &cgroup_path(&n.id), ctx.disk)
         })
         .collect();
+    let neighbour_policy = match (rt.entry.policy, neighbours.first()) {
+        (true, Some(n)) => rt.state(&n.id).ok().flatten().and_then(|v| {
+            v["annotations"][annotations::OUT_IO_POLICY]
+                .as_str()
+                .map(str::to_string)
+        }),
+        _ => None,
+    };
     let text = std::fs::read_to_string(&out_host).unwrap_or_default();
     let log = victim.log.clone();
     drop(victim);
@@ -286,6 +298,7 @@ fn victim_phase(
         neighbour_cgroups,
         seconds,
         victim_file_cached,
+        neighbour_policy,
     })
 }
 
@@ -333,6 +346,7 @@ mod tests {
             neighbour_cgroups: vec![],
             seconds: 10.0,
             victim_file_cached: None,
+            neighbour_policy: None,
         };
         assert_eq!(p.others_write_bps(1, 9), 100.0);
         p.fio.write.bw_bytes = 50.0;

@@ -87,6 +87,8 @@ pub struct Report {
     pub meta: RunMeta,
     pub rows: Vec<Row>,
     pub errors: Vec<String>,
+    /// Per policy runtime: siloc's decision for its neighbours (`io.siloc.io.policy`).
+    pub policies: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads a run's directory and builds the report. Errors: missing or bad files.
@@ -222,7 +224,20 @@ pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
             }
         }
     }
-    Report { meta, rows, errors }
+    let mut policies = std::collections::BTreeMap::new();
+    for c in cells {
+        if let Some(p) = c.noise.as_ref().and_then(|n| n.neighbour_policy.as_ref()) {
+            policies
+                .entry(c.key.runtime.clone())
+                .or_insert_with(|| p.clone());
+        }
+    }
+    Report {
+        meta,
+        rows,
+        errors,
+        policies,
+    }
 }
 
 /// `4446`, `12.3k` would hide digits people compare: whole numbers, no separators.
@@ -356,6 +371,9 @@ impl Report {
         }
         if self.rows.iter().any(|r| r.failed > 0) {
             l.push("[c] some repetitions failed; see the errors below".to_string());
+        }
+        for (name, p) in &self.policies {
+            l.push(format!("{name}: neighbours ran with {p}"));
         }
         for sk in &self.meta.skipped {
             l.push(format!("skipped {}: {}", sk.name, sk.note));
@@ -620,6 +638,7 @@ mod tests {
             neighbour_cgroups: vec![],
             seconds: 10.0,
             victim_file_cached: Some(0),
+            neighbour_policy: None,
         }
     }
 
@@ -677,7 +696,10 @@ mod tests {
                 "randrw",
                 1,
                 phase(4000.0, 250.0, g, g),
-                phase(3000.0, 500.0, g, g),
+                Phase {
+                    neighbour_policy: Some("class=noisy cgroup=v1 wbps=52428800".into()),
+                    ..phase(3000.0, 500.0, g, g)
+                },
             ),
             cell(
                 "runsc",
@@ -761,6 +783,9 @@ mod tests {
         assert!(t.contains("[a] fio's O_DIRECT I/O did not reach the disk"));
         assert!(t.contains("[b] cgroup v1"));
         assert!(t.contains("skipped youki: not installed"));
+        assert!(
+            t.contains("siloc-policy: neighbours ran with class=noisy cgroup=v1 wbps=52428800")
+        );
         assert!(t.contains("error: runc seqread 4G rep 1: runc: run --detach: boom"));
         let md = r.markdown();
         assert!(

@@ -135,6 +135,13 @@ impl Runtime {
     /// The container's status from `state ID` (`created`, `running`, `stopped`, ...);
     /// `None` when the runtime does not know the container.
     pub fn status(&self, id: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self
+            .state(id)?
+            .and_then(|v| v["status"].as_str().map(str::to_string)))
+    }
+
+    /// `state ID` as JSON; `None` when the runtime does not know the container.
+    pub fn state(&self, id: &str) -> Result<Option<serde_json::Value>, RuntimeError> {
         let mut c = self.command(&["state", id]);
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         let out = wait(c, Duration::from_secs(30)).map_err(|e| self.map(e, "state", id))?;
@@ -148,9 +155,9 @@ impl Runtime {
             }
             return Err(self.fail("state", id, err.trim().to_string()));
         }
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| self.fail("state", id, format!("not JSON: {e}")))?;
-        Ok(v["status"].as_str().map(str::to_string))
+        serde_json::from_slice(&out.stdout)
+            .map(Some)
+            .map_err(|e| self.fail("state", id, format!("not JSON: {e}")))
     }
 
     /// `delete --force ID`. Errors: the runtime's message.
