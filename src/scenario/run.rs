@@ -3,7 +3,6 @@
 //! `results.jsonl` as it finishes; at the end (or on Ctrl-C) everything made is
 //! removed.
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -134,11 +133,13 @@ fn out_dir(opts: &RunOptions) -> Result<PathBuf, RunError> {
     )))
 }
 
-/// Holds the run lock (`<state>/lock`, flock) while alive.
+/// Holds the run lock while alive.
 struct Lock {
-    _file: std::fs::File,
+    _flock: nix::fcntl::Flock<std::fs::File>,
 }
 
+/// Takes `<state>/lock` (flock, released when the run's process ends): two runs on
+/// one state root would clear each other's containers as leftovers.
 fn lock(state_base: &Path) -> Result<Lock, RunError> {
     std::fs::create_dir_all(state_base).map_err(|e| path_err(state_base, e))?;
     let p = state_base.join("lock");
@@ -148,19 +149,14 @@ fn lock(state_base: &Path) -> Result<Lock, RunError> {
         .write(true)
         .open(&p)
         .map_err(|e| path_err(&p, e))?;
-    // SAFETY-free: flock on an fd we own; the lock ends when the file is closed.
-    #[allow(deprecated)]
-    nix::fcntl::flock(
-        file.as_raw_fd(),
-        nix::fcntl::FlockArg::LockExclusiveNonblock,
-    )
-    .map_err(|_| {
-        path_err(
-            &p,
-            "another scenario run holds this lock; wait for it to finish",
-        )
-    })?;
-    Ok(Lock { _file: file })
+    let flock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| {
+            path_err(
+                &p,
+                "another scenario run holds this lock; wait for it to finish",
+            )
+        })?;
+    Ok(Lock { _flock: flock })
 }
 
 /// Removes what a crashed run left: journaled containers and directories, and work
@@ -705,6 +701,16 @@ mod tests {
         o.only = Some(vec!["kata".into()]);
         let e = scenario_of(&o).unwrap_err().to_string();
         assert!(e.contains("kata") && e.contains("runsc"), "{e}");
+    }
+
+    #[test]
+    fn a_second_run_on_the_same_state_root_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let held = lock(t.path()).unwrap();
+        let e = lock(t.path()).err().unwrap().to_string();
+        assert!(e.contains("another scenario run"), "{e}");
+        drop(held);
+        assert!(lock(t.path()).is_ok());
     }
 
     #[test]
