@@ -75,23 +75,7 @@ pub struct Image {
 /// Returns the image under `dir`, building it from `fio` and `busybox` when it is
 /// missing or its inputs changed.
 pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageError> {
-    let ldd = Command::new("ldd")
-        .arg(fio)
-        .output()
-        .map_err(|e| ImageError::Ldd {
-            path: fio.to_path_buf(),
-            msg: e.to_string(),
-        })?;
-    if !ldd.status.success() {
-        return Err(ImageError::Ldd {
-            path: fio.to_path_buf(),
-            msg: String::from_utf8_lossy(&ldd.stderr).trim().to_string(),
-        });
-    }
-    let libs = parse_ldd(&String::from_utf8_lossy(&ldd.stdout)).map_err(|msg| ImageError::Ldd {
-        path: fio.to_path_buf(),
-        msg,
-    })?;
+    let libs = shared_libraries(fio)?;
     if !is_static(busybox) {
         return Err(ImageError::NotStatic {
             path: busybox.to_path_buf(),
@@ -131,18 +115,70 @@ pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageErro
 
 /// Whether `path` is an ELF without a program interpreter (static).
 fn is_static(path: &Path) -> bool {
-    Command::new("ldd")
-        .arg(path)
+    matches!(interpreter(path), Ok(None))
+}
+
+/// The shared libraries `exe` links, the loader included, as `ldd` lists them. Asks
+/// the program interpreter itself (`<PT_INTERP> --list EXE`, which is all `ldd` does),
+/// so no `ldd` (a bash script in libc-bin) is needed, e.g. in the VM suite's guest.
+pub fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, ImageError> {
+    let err = |msg: String| ImageError::Ldd {
+        path: exe.to_path_buf(),
+        msg,
+    };
+    let Some(interp) = interpreter(exe).map_err(|e| err(e.to_string()))? else {
+        return Ok(Vec::new());
+    };
+    let out = Command::new(&interp)
+        .arg("--list")
+        .arg(exe)
         .output()
-        .map(|o| {
-            let t = format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-            t.contains("not a dynamic executable") || t.contains("statically linked")
-        })
-        .unwrap_or(false)
+        .map_err(|e| err(format!("{}: {e}", interp.display())))?;
+    if !out.status.success() {
+        return Err(err(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    parse_ldd(&String::from_utf8_lossy(&out.stdout)).map_err(err)
+}
+
+/// The ELF program interpreter of `path` (PT_INTERP, elf(5)), `None` for a static
+/// executable. Understands 64-bit little-endian ELF, what Debian amd64 ships.
+/// Errors: not readable, or not such an ELF file.
+pub fn interpreter(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let data = std::fs::read(path)?;
+    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        data.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        data.get(o..o + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    if data.get(..4) != Some(b"\x7fELF") || data.get(4) != Some(&2) || data.get(5) != Some(&1) {
+        return Err(bad("not a 64-bit little-endian ELF file"));
+    }
+    let phoff = u64_at(0x20).ok_or_else(|| bad("short ELF header"))? as usize;
+    let phentsize = usize::from(u16_at(0x36).ok_or_else(|| bad("short ELF header"))?);
+    let phnum = usize::from(u16_at(0x38).ok_or_else(|| bad("short ELF header"))?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        const PT_INTERP: u32 = 3;
+        if u32_at(ph) != Some(PT_INTERP) {
+            continue;
+        }
+        let off = u64_at(ph + 8).ok_or_else(|| bad("short program header"))? as usize;
+        let len = u64_at(ph + 32).ok_or_else(|| bad("short program header"))? as usize;
+        let raw = data
+            .get(off..off + len)
+            .ok_or_else(|| bad("PT_INTERP past the end"))?;
+        let text = raw.split(|&b| b == 0).next().unwrap_or_default();
+        return Ok(Some(PathBuf::from(
+            String::from_utf8_lossy(text).into_owned(),
+        )));
+    }
+    Ok(None)
 }
 
 /// What identifies the inputs: each path with its size and mtime.
@@ -192,6 +228,22 @@ fn copy(from: &Path, to: &Path) -> Result<(), ImageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interpreter_of_static_and_dynamic_binaries() {
+        // busybox-static has no PT_INTERP; /bin/sh (dash) names the glibc loader.
+        if std::path::Path::new("/bin/busybox").exists() {
+            assert_eq!(interpreter(Path::new("/bin/busybox")).unwrap(), None);
+        }
+        let sh = interpreter(Path::new("/bin/sh")).unwrap().unwrap();
+        assert!(sh.to_string_lossy().contains("ld-linux"), "{sh:?}");
+        let libs = shared_libraries(Path::new("/bin/sh")).unwrap();
+        assert!(
+            libs.iter().any(|l| l.to_string_lossy().contains("libc.so")),
+            "{libs:?}"
+        );
+        assert!(interpreter(Path::new("/etc/passwd")).is_err());
+    }
 
     #[test]
     fn ldd_output_lists_libraries_and_loader() {

@@ -1,4 +1,4 @@
-# `siloc scenario run FILE --quick` end to end on pure cgroup v2 with the tiny scenario
+# `siloc scenario run FILE` end to end on pure cgroup v2 with the tiny scenario
 # (tiny-scenario.toml): fio victims and dd neighbours in siloc containers on node 0's
 # disk. Passes when the run succeeds, reports siloc's rows and leaves no container
 # cgroup or mount behind. Its output is kept in $VM_OUT/06-scenario/.
@@ -10,7 +10,7 @@ sed "s|@TARGET@|$target|" "$VM_IN/tiny-scenario.toml" >"$T/tiny.toml"
 keep=$VM_OUT/06-scenario
 mkdir -p "$keep"
 a=$(uptime_cs)
-timeout 600 siloc --config "$CONF" scenario run "$T/tiny.toml" --quick >"$T/scenario.out" 2>&1
+timeout 600 siloc --config "$CONF" scenario run "$T/tiny.toml" >"$T/scenario.out" 2>&1
 rc=$?
 note "scenario run: exit $rc after $(( ($(uptime_cs) - a) / 100 )) s"
 cp -r "$T/." "$keep/" 2>/dev/null
