@@ -26,7 +26,7 @@ pub enum LifecycleError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
-    Propagation(#[from] crate::propagation::PropagationError),
+    MountFixup(#[from] crate::mount_fixups::MountFixupError),
     #[error("{0}")]
     Other(String),
 }
@@ -123,7 +123,7 @@ fn create_prepared(
     let mut c = engine::build_init(builder, &spec_dir, &req.init)?;
     prepare::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
-        && let Err(e) = crate::propagation::apply(&spec, pid)
+        && let Err(e) = crate::mount_fixups::apply(&spec, pid)
     {
         let _ = c.delete(true);
         return Err(e.into());

@@ -34,6 +34,23 @@ fn wait_with_deadline(mut child: Child, deadline: Duration) -> Option<(i32, Stri
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Runs siloc with `args` and expects exit `code` and output `out` within DEADLINE.
+fn expect_fast(env: &TestEnv, args: &[&str], code: i32, out: &str, what: &str) {
+    let child = env
+        .cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    match wait_with_deadline(child, DEADLINE) {
+        Some((c, o)) => {
+            assert_eq!(c, code, "{what}: exit status");
+            assert_eq!(o.trim_end(), out, "{what}: output");
+        }
+        None => panic!("{what} hung for {DEADLINE:?}"),
+    }
+}
+
 #[test]
 fn hundreds_of_fast_runs_never_hang() {
     needs_root!();
@@ -47,19 +64,13 @@ fn hundreds_of_fast_runs_never_hang() {
     for i in 0..n {
         let b = if i % 3 == 0 { &tty } else { &plain };
         let id = env.id(&format!("s{i}"));
-        let child = env
-            .cmd(&["run", "--bundle", b.path(), &id])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        match wait_with_deadline(child, DEADLINE) {
-            Some((code, out)) => {
-                assert_eq!(code, 7, "run {i} ({id}) exit status");
-                assert_eq!(out.trim_end(), "out", "run {i} output");
-            }
-            None => panic!("run {i} ({id}) hung for {DEADLINE:?}"),
-        }
+        expect_fast(
+            &env,
+            &["run", "--bundle", b.path(), &id],
+            7,
+            "out",
+            &format!("run {i} ({id})"),
+        );
     }
     eprintln!("{n} runs in {:?}", t0.elapsed());
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
@@ -79,19 +90,7 @@ fn hundreds_of_fast_execs_never_hang() {
             args.push("--tty");
         }
         args.extend([id.as_str(), "sh", "-c", "echo e; exit 5"]);
-        let child = env
-            .cmd(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        match wait_with_deadline(child, DEADLINE) {
-            Some((code, out)) => {
-                assert_eq!(code, 5, "exec {i} exit status");
-                assert_eq!(out.trim_end(), "e", "exec {i} output");
-            }
-            None => panic!("exec {i} hung for {DEADLINE:?}"),
-        }
+        expect_fast(&env, &args, 5, "e", &format!("exec {i}"));
     }
     assert_eq!(env.state(&id)["status"], "running");
 }

@@ -20,7 +20,7 @@ use oci_spec::runtime::Spec;
 
 /// A mount change that failed; names the mount and the option.
 #[derive(Debug, thiserror::Error)]
-pub enum PropagationError {
+pub enum MountFixupError {
     #[error("mounts: cannot apply {option} to {destination}: {errno}")]
     Apply {
         destination: String,
@@ -123,9 +123,9 @@ pub fn cgroup_v1_read_only(spec: &Spec, mountinfo: &str) -> Vec<(String, String,
 /// mount namespace of `pid`. Does nothing (and forks nothing) when there is none.
 ///
 /// Errors: the first change that fails, naming the mount.
-pub fn apply(spec: &Spec, pid: Pid) -> Result<(), PropagationError> {
+pub fn apply(spec: &Spec, pid: Pid) -> Result<(), MountFixupError> {
     let io = |e: std::io::Error| {
-        PropagationError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
+        MountFixupError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
     };
     let mut todo = wanted(spec);
     if !read_only_cgroup_mounts(spec).is_empty() {
@@ -136,10 +136,10 @@ pub fn apply(spec: &Spec, pid: Pid) -> Result<(), PropagationError> {
         return Ok(());
     }
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
-    let (rd, wr) = nix::unistd::pipe().map_err(PropagationError::Sys)?;
+    let (rd, wr) = nix::unistd::pipe().map_err(MountFixupError::Sys)?;
     // SAFETY: the child only calls setns, mount, write and _exit before it ends; all
     // it reads was built before the fork. The parent reaps it.
-    match unsafe { fork() }.map_err(PropagationError::Sys)? {
+    match unsafe { fork() }.map_err(MountFixupError::Sys)? {
         ForkResult::Child => {
             drop(rd);
             // Report (index of the failed change, errno); index u32::MAX for setns.
@@ -175,12 +175,12 @@ pub fn apply(spec: &Spec, pid: Pid) -> Result<(), PropagationError> {
             let idx = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
             let errno = nix::Error::from_raw(i32::from_ne_bytes([b[4], b[5], b[6], b[7]]));
             match todo.get(idx as usize) {
-                Some((destination, option, _)) => Err(PropagationError::Apply {
+                Some((destination, option, _)) => Err(MountFixupError::Apply {
                     destination: destination.clone(),
                     option: option.clone(),
                     errno,
                 }),
-                None => Err(PropagationError::Sys(errno)),
+                None => Err(MountFixupError::Sys(errno)),
             }
         }
     }
