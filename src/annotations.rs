@@ -23,7 +23,8 @@ pub const IO_WEIGHT: &str = "io.siloc.io.weight";
 
 /// Written by siloc: the host ID range, `uid=U,gid=G,size=N`.
 pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
-/// Written by siloc: how the rootfs was assembled (`overlay layers=N idmapped=yes`).
+/// Written by siloc: how the rootfs was assembled
+/// (`overlay layers=N trees=T idmapped=yes attached=1 via=lowerdir+`, or `idmapped-bind`).
 pub const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";
 /// Written by siloc when `io.siloc.numa` is not off: `mode=auto nodes=0 cpus=0-23
 /// mems=0 devices=nvme0n1@0(259:0) reason=…` (`-`: left as the spec has it).

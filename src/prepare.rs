@@ -157,6 +157,19 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                 ns.as_ref().map(std::os::fd::AsFd::as_fd),
             )?;
             tracing::debug!(?report, id = rec.id, "rootfs assembled");
+            rec.prepared.assembly = Some(format!(
+                "overlay layers={} trees={} idmapped={} attached={} via={}",
+                layers.len(),
+                report.trees,
+                if report.idmaps > 0 { "yes" } else { "no" },
+                report.attached,
+                if report.legacy {
+                    "mount(2)"
+                } else {
+                    "lowerdir+"
+                }
+            ));
+            rec.save(env.state_root)?;
             crash_point("after-mount");
         }
     }
@@ -324,18 +337,11 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     match &rec.plan.rootfs {
         RootfsPlan::AsIs => {}
         RootfsPlan::IdmapBind => notes.push((ann::OUT_ROOTFS, "idmapped-bind".to_string())),
-        RootfsPlan::Overlay { layers, .. } => notes.push((
-            ann::OUT_ROOTFS,
-            format!(
-                "overlay layers={} idmapped={}",
-                layers.len(),
-                if id_maps(&rec.plan.userns, rec.prepared.range).is_some() {
-                    "yes"
-                } else {
-                    "no"
-                }
-            ),
-        )),
+        RootfsPlan::Overlay { .. } => {
+            if let Some(a) = &rec.prepared.assembly {
+                notes.push((ann::OUT_ROOTFS, a.clone()));
+            }
+        }
     }
     if let Some(p) = &rec.prepared.placement {
         notes.extend(crate::placement::finalize(&mut linux, p));

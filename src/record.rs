@@ -34,6 +34,10 @@ pub struct Prepared {
     pub made_dirs: Vec<PathBuf>,
     /// A mount siloc attached at the rootfs path.
     pub mount: Option<RootfsMount>,
+    /// How the overlay was assembled (reported in the `io.siloc.rootfs.assembly`
+    /// annotation): layers, detached trees, idmapped, mounts attached, mount path.
+    #[serde(default)]
+    pub assembly: Option<String>,
     /// The devices found and the NUMA and I/O decisions (nothing to undo).
     #[serde(default)]
     pub placement: Option<crate::placement::Placement>,

@@ -77,6 +77,10 @@ fn layered_rootfs_ownership_inside_and_outside() {
     assert!(uid >= 100_000 && size == 65536, "range {uid} {size}");
     let rootfs = b.dir.join("rootfs");
     assert_eq!(mounts_at(&rootfs), 1, "exactly one mount at root.path");
+    assert_eq!(
+        env.state(&id)["annotations"]["io.siloc.rootfs.assembly"],
+        "overlay layers=3 trees=1 idmapped=yes attached=1 via=lowerdir+"
+    );
     // Inside: image files belong to root and to the container's user 1000.
     let out = env.ok(&[
         "exec",
@@ -408,4 +412,40 @@ fn delete_force_cleans_up_after_a_crashed_create() {
         );
         assert_eq!(mounts_at(&b.dir.join("rootfs")), 0, "{point}");
     }
+}
+
+/// Layers on two filesystems: one detached, idmapped tree per filesystem, still one
+/// attached mount; the annotation reports it.
+#[test]
+fn layers_on_two_filesystems() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut layers = make_layers(&env, 1);
+    let tmp = env.dir.path().join("tmpfs");
+    std::fs::create_dir_all(&tmp).unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &tmp,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    let on_tmpfs = tmp.join("top");
+    std::fs::create_dir_all(on_tmpfs.join("etc")).unwrap();
+    std::fs::write(on_tmpfs.join("etc/top"), "tmpfs").unwrap();
+    layers.push(on_tmpfs);
+    let b = layered_bundle(&env, "b", &layers, &["sleep", "1000"]);
+    let id = env.id("twofs");
+    let c = Container::start(&env, &b, &id);
+    let (_, out, _) = c.exec(&["sh", "-c", "cat /etc/top; stat -c %u /etc/top"]);
+    let asm = env.state(&id)["annotations"]["io.siloc.rootfs.assembly"].clone();
+    assert_eq!(mounts_at(&b.dir.join("rootfs")), 1);
+    drop(c);
+    let _ = nix::mount::umount2(&tmp, nix::mount::MntFlags::MNT_DETACH);
+    assert_eq!(out, "tmpfs0\n");
+    assert_eq!(
+        asm,
+        "overlay layers=3 trees=2 idmapped=yes attached=1 via=lowerdir+"
+    );
 }

@@ -55,7 +55,7 @@ range_uid() {  # range_uid ID: host uid of container root, from siloc's annotati
 start_layered c1
 rootfs=$T/c1/rootfs
 asm=$(state_field c1 '.annotations["io.siloc.rootfs.assembly"]')
-[ "$asm" = "overlay layers=50 idmapped=yes" ] || fail "assembly annotation: $asm"
+[ "$asm" = "overlay layers=50 trees=1 idmapped=yes attached=1 via=mount(2)" ] || fail "assembly annotation: $asm"
 uid=$(range_uid c1)
 [ -n "$uid" ] && [ "$uid" -gt 0 ] || fail "userns range annotation: $(s state c1)"
 
