@@ -209,8 +209,10 @@ fn create(way: Way, layers: &[PathBuf], base: &Path, i: usize) -> Result<usize, 
     };
     match way {
         Way::Siloc => {
+            // As siloc's prepare does: check the layers, then assemble.
+            let checked = rootfs::check_layers(layers).map_err(|x| x.to_string())?;
             let spec = OverlaySpec {
-                layers,
+                layers: &checked,
                 upper: &upper,
                 work: &work,
                 source: "siloc-bench",

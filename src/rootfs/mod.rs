@@ -85,10 +85,18 @@ pub struct AssemblyReport {
     pub legacy: bool,
 }
 
-/// The overlay to build: lower layers base first (image-manifest order), plain upper
-/// and work dirs on one filesystem, and the mount source shown in mountinfo.
+/// A checked lower layer: its canonical path and the filesystem (st_dev) it is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    pub path: PathBuf,
+    pub dev: u64,
+}
+
+/// The overlay to build: lower layers base first (image-manifest order, checked by
+/// [`check_layers`]), plain upper and work dirs on one filesystem, and the mount
+/// source shown in mountinfo.
 pub struct OverlaySpec<'a> {
-    pub layers: &'a [PathBuf],
+    pub layers: &'a [Layer],
     pub upper: &'a Path,
     pub work: &'a Path,
     /// mountinfo `source` of the overlay, e.g. `siloc-<id>`; lets delete find it.
@@ -96,8 +104,10 @@ pub struct OverlaySpec<'a> {
 }
 
 /// Checks layer paths before anything is created: absolute, existing directories,
-/// at most [`MAX_LAYERS`]. Returns them canonicalized. Errors: [`RootfsError::Layer`].
-pub fn check_layers(layers: &[PathBuf]) -> Result<Vec<PathBuf>, RootfsError> {
+/// at most [`MAX_LAYERS`]. Four system calls a layer (open O_PATH, fstat, readlink of
+/// the fd for the canonical path, close), where `canonicalize` takes one per path
+/// component: layers are many and deep. Errors: [`RootfsError::Layer`].
+pub fn check_layers(layers: &[PathBuf]) -> Result<Vec<Layer>, RootfsError> {
     if layers.len() > MAX_LAYERS {
         return Err(RootfsError::TooManyLayers(layers.len()));
     }
@@ -111,11 +121,28 @@ pub fn check_layers(layers: &[PathBuf]) -> Result<Vec<PathBuf>, RootfsError> {
             if !l.is_absolute() {
                 return Err(layer_err(l, "must be an absolute path".into()));
             }
-            let c = std::fs::canonicalize(l).map_err(|e| layer_err(l, e.to_string()))?;
-            if !c.is_dir() {
-                return Err(layer_err(l, "is not a directory".into()));
-            }
-            Ok(c)
+            let fd = nix::fcntl::open(
+                l.as_path(),
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| match e {
+                Errno::ENOTDIR => layer_err(l, "is not a directory".into()),
+                e => layer_err(l, std::io::Error::from(e).to_string()),
+            })?;
+            // SAFETY: open returned a new fd that nothing else owns.
+            let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+            let st = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd))
+                .map_err(|e| layer_err(l, e.to_string()))?;
+            let path = std::fs::read_link(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ))
+            .map_err(|e| layer_err(l, e.to_string()))?;
+            Ok(Layer {
+                path,
+                dev: st.st_dev,
+            })
         })
         .collect()
 }
@@ -146,33 +173,25 @@ struct LayerFds {
     idmaps: usize,
 }
 
-fn open_layers(
-    layers: &[PathBuf],
-    userns: Option<BorrowedFd<'_>>,
-) -> Result<LayerFds, RootfsError> {
+fn open_layers(layers: &[Layer], userns: Option<BorrowedFd<'_>>) -> Result<LayerFds, RootfsError> {
     let mut by_dev: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (i, l) in layers.iter().enumerate() {
-        let dev = std::fs::metadata(l)
-            .map_err(|e| RootfsError::Layer {
-                path: l.clone(),
-                msg: e.to_string(),
-            })?
-            .dev();
-        by_dev.entry(dev).or_default().push(i);
+        by_dev.entry(l.dev).or_default().push(i);
     }
     let mut trees = Vec::new();
     let mut slots: Vec<Option<OwnedFd>> = (0..layers.len()).map(|_| None).collect();
     let mut idmaps = 0;
     for (dev, idx) in by_dev {
-        let paths: Vec<&Path> = idx.iter().map(|&i| layers[i].as_path()).collect();
+        let paths: Vec<&Path> = idx.iter().map(|&i| layers[i].path.as_path()).collect();
         let mut parent = common_parent(&paths);
         // The parent must be on the layers' filesystem, or the clone would not hold them.
         if std::fs::metadata(&parent).map(|m| m.dev()).ok() != Some(dev) {
-            parent = layers[idx[0]].clone();
+            parent = layers[idx[0]].path.clone();
             if idx.len() > 1 {
                 // Layers that share a device but not a mount: one tree per layer.
                 for &i in &idx {
-                    let (t, f, n) = tree_for(&layers[i], &[layers[i].as_path()], userns)?;
+                    let p = layers[i].path.as_path();
+                    let (t, f, n) = tree_for(p, &[p], userns)?;
                     trees.push(t);
                     idmaps += n;
                     slots[i] = f.into_iter().next();
@@ -252,8 +271,7 @@ pub fn mount_overlay(
     spec: &OverlaySpec<'_>,
     userns: Option<BorrowedFd<'_>>,
 ) -> Result<AssemblyReport, RootfsError> {
-    let layers = check_layers(spec.layers)?;
-    let lfds = open_layers(&layers, userns)?;
+    let lfds = open_layers(spec.layers, userns)?;
     let mut report = AssemblyReport {
         trees: lfds.trees.len(),
         idmaps: lfds.idmaps,
