@@ -137,9 +137,12 @@ fn create_prepared(
 /// half-made libcontainer dir; `force` cleans both.
 ///
 /// Errors: [`EngineError::NotFound`] when neither exists and not `force` (runc: forced
-/// delete of an unknown id succeeds); libcontainer's refusal to
-/// delete a running container without `force`.
+/// delete of an unknown id succeeds); [`EngineError::InvalidId`] for an id that is
+/// not one (runc: "invalid container id format"), also with `force`; libcontainer's
+/// refusal to delete a running container without `force`.
 pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError> {
+    // The id becomes a path below: `..` would name the state root's parent.
+    engine::validate_id(id)?;
     let rec = Record::load(&rt.root, id).ok().flatten();
     match engine::load(&rt.root, id) {
         Ok(mut c) => delete_engine(&mut c, force)?,

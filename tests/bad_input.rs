@@ -178,3 +178,25 @@ fn systemd_cgroup_without_systemd_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("systemd is not running"));
     assert!(env.leftovers().is_empty());
 }
+
+#[test]
+fn forced_delete_of_a_path_like_id_removes_nothing() {
+    needs_root!();
+    let env = TestEnv::new();
+    // The state root's parent holds the config and the data root: `delete --force ..`
+    // used to remove it whole (and `../../etc` would reach /etc).
+    std::fs::create_dir_all(env.root.join(".siloc/containers")).unwrap();
+    let canary = env.dir.path().join("canary");
+    std::fs::write(&canary, "x").unwrap();
+    for bad in ["..", ".", "../..", "x/..", "../canary", ".siloc", ""] {
+        let err = env.fails(&["delete", "--force", bad]);
+        assert!(err.contains("invalid container id"), "{bad:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(canary.exists(), "the state root's parent was removed");
+    assert!(env.config.exists(), "the config was removed");
+    assert!(
+        env.root.join(".siloc/containers").is_dir(),
+        "siloc's dir was removed"
+    );
+}
