@@ -20,6 +20,8 @@ pub enum EngineError {
     Exists(String),
     #[error("invalid container id {id:?}: {msg}")]
     InvalidId { id: String, msg: String },
+    #[error("--pid-file {path}: {msg}")]
+    PidFile { path: PathBuf, msg: String },
     #[error(transparent)]
     Lib(#[from] LibcontainerError),
 }
@@ -117,6 +119,22 @@ pub fn build_init(
         .build()?)
 }
 
+/// Makes sure `path` holds `pid`. libcontainer only logs a warning when it cannot
+/// write the pid file; runc fails the command instead (its createPidFile), and
+/// containerd's shim needs the file to find the process.
+///
+/// Errors: [`EngineError::PidFile`] naming the file.
+pub fn ensure_pid_file(path: &Path, pid: Pid) -> Result<(), EngineError> {
+    let want = pid.to_string();
+    if std::fs::read_to_string(path).is_ok_and(|s| s.trim() == want) {
+        return Ok(());
+    }
+    std::fs::write(path, &want).map_err(|e| EngineError::PidFile {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })
+}
+
 /// What `exec` asks of libcontainer's tenant builder. siloc always hands it a whole
 /// process.json (runtime-spec "Process"), built from the command line as runc does.
 #[derive(Debug, Default)]
@@ -162,18 +180,26 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     if let Some(pid) = load(root, id)?.pid() {
         join_user_namespace(pid)?;
     }
-    Ok(
-        ContainerBuilder::new(id.to_string(), SyscallType::default())
-            .with_root_path(root)?
-            .with_pid_file(o.pid_file.as_ref())?
-            .with_console_socket(o.console_socket.as_ref())
-            .with_preserved_fds(o.preserve_fds)
-            .as_tenant()
-            .with_detach(o.detach)
-            .with_process(Some(&o.process))
-            .with_ignore_paused(o.ignore_paused)
-            .build()?,
-    )
+    let pid_file = o.pid_file.clone();
+    let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())
+        .with_root_path(root)?
+        .with_pid_file(o.pid_file.as_ref())?
+        .with_console_socket(o.console_socket.as_ref())
+        .with_preserved_fds(o.preserve_fds)
+        .as_tenant()
+        .with_detach(o.detach)
+        .with_process(Some(&o.process))
+        .with_ignore_paused(o.ignore_paused)
+        .build()?;
+    if let Some(p) = pid_file
+        && let Err(e) = ensure_pid_file(&p, pid)
+    {
+        // runc kills the process it cannot report.
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(pid, None);
+        return Err(e);
+    }
+    Ok(pid)
 }
 
 /// runc's lowercase status word.

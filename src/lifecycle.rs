@@ -128,6 +128,12 @@ fn create_prepared(
         let _ = c.delete(true);
         return Err(e.into());
     }
+    if let (Some(p), Some(pid)) = (&req.init.pid_file, c.pid())
+        && let Err(e) = engine::ensure_pid_file(p, pid)
+    {
+        let _ = delete_engine(&mut c, true);
+        return Err(e.into());
+    }
     Ok(c)
 }
 

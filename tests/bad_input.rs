@@ -200,3 +200,31 @@ fn forced_delete_of_a_path_like_id_removes_nothing() {
         "siloc's dir was removed"
     );
 }
+
+#[test]
+fn unwritable_pid_file_fails_create_and_exec() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let bad = env.dir.path().join("no/such/dir/pid");
+    let bad = bad.to_str().unwrap();
+    // libcontainer only warns; runc (and containerd's shim) need the file.
+    let id = env.id("pidf");
+    fails_cleanly(
+        &env,
+        &["create", "--pid-file", bad, "--bundle", b.path(), &id],
+        "--pid-file",
+        &id,
+    );
+    let id = env.id("pidx");
+    let c = Container::start(&env, &b, &id);
+    let (ok, _, err) = env.detached(&["exec", "-d", "--pid-file", bad, &id, "sleep", "999"]);
+    assert!(!ok && err.contains("--pid-file"), "{err}");
+    let ps = env.ok(&["ps", &id]);
+    assert!(
+        !ps.contains("999"),
+        "the exec'd process was left running: {ps}"
+    );
+    drop(c);
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
