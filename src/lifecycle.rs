@@ -92,7 +92,10 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         pool: &pool,
     };
     match create_prepared(rt, req, &env, &mut rec, spec, &bundle) {
-        Ok(c) => Ok(c),
+        Ok(c) => {
+            record::creation_done(&rt.root, &req.id);
+            Ok(c)
+        }
         Err(e) => {
             let _ = prepare::undo(&env, &rec);
             let _ = record::remove(&rt.root, &req.id);
@@ -149,6 +152,7 @@ fn create_prepared(
 pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError> {
     // The id becomes a path below: `..` would name the state root's parent.
     engine::validate_id(id)?;
+    wait_for_creator(&rt.root, id)?;
     let rec = Record::load(&rt.root, id).ok().flatten();
     match engine::load(&rt.root, id) {
         Ok(mut c) => delete_engine(&mut c, force)?,
@@ -181,6 +185,26 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
         prepare::undo(&env, &rec)?;
     }
     record::remove(&rt.root, id)?;
+    Ok(())
+}
+
+/// How long delete waits for a `create` of the same id that is still running.
+const CREATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until no live siloc process is creating container `id`. Undoing a create in
+/// progress would release its ID range and remove its upper dir under it, and the
+/// container would still come up (with a range another container can then get).
+/// A crashed create left a dead pid: nothing to wait for.
+fn wait_for_creator(root: &Path, id: &str) -> Result<(), LifecycleError> {
+    let deadline = std::time::Instant::now() + CREATE_WAIT;
+    while let Some(pid) = record::creator(root, id) {
+        if std::time::Instant::now() > deadline {
+            return Err(LifecycleError::Other(format!(
+                "container {id} is still being created (siloc pid {pid}); try again later"
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     Ok(())
 }
 

@@ -57,11 +57,16 @@ pub struct Env<'a> {
     pub pool: &'a IdPool,
 }
 
-/// Test hook: `SILOC_TEST_CRASH_AT=<point>` kills siloc with SIGKILL at that point of
-/// `create`, so tests can prove that `delete --force` cleans up after any crash.
+/// Test hooks: `SILOC_TEST_CRASH_AT=<point>` kills siloc with SIGKILL at that point of
+/// `create`, so tests can prove that `delete --force` cleans up after any crash;
+/// `SILOC_TEST_STALL_AT=<point>` pauses there for 2 s, so tests can race another
+/// command against a create in progress.
 pub fn crash_point(point: &str) {
     if std::env::var("SILOC_TEST_CRASH_AT").is_ok_and(|p| p == point) {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    if std::env::var("SILOC_TEST_STALL_AT").is_ok_and(|p| p == point) {
+        std::thread::sleep(std::time::Duration::from_secs(2));
     }
 }
 

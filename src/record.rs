@@ -126,6 +126,13 @@ impl Record {
             }
             Err(e) => return Err(io(&d)(e)),
         }
+        // Before anything else exists: a `delete` that sees the record sees the marker.
+        let marker = d.join(CREATING);
+        std::fs::write(
+            &marker,
+            creator_tag(std::process::id() as i32).unwrap_or_default(),
+        )
+        .map_err(io(&marker))?;
         self.save(root)
     }
 
@@ -156,6 +163,34 @@ impl Record {
             Err(e) => Err(io(&path)(e)),
         }
     }
+}
+
+/// The marker file of a `create` in progress: `<pid> <start time>` of the siloc
+/// process that runs it. `create` removes it when it returns the container; a crashed
+/// `create` leaves it behind with a dead pid.
+const CREATING: &str = "creating";
+
+/// `<pid> <start time>` of process `pid` (start time in clock ticks since boot, field
+/// 22 of proc_pid_stat(5)), which tells a live process from a later one with its pid.
+fn creator_tag(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields after the
+    // last ')' are fixed. Start time is the 20th of them.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid} {start}"))
+}
+
+/// Says `create` of container `id` has finished (its record stays).
+pub fn creation_done(root: &Path, id: &str) {
+    let _ = std::fs::remove_file(dir(root, id).join(CREATING));
+}
+
+/// The pid of the siloc process still creating container `id`, if one is alive.
+pub fn creator(root: &Path, id: &str) -> Option<i32> {
+    let tag = std::fs::read_to_string(dir(root, id).join(CREATING)).ok()?;
+    let pid: i32 = tag.split_whitespace().next()?.parse().ok()?;
+    (creator_tag(pid).as_deref() == Some(tag.trim())).then_some(pid)
 }
 
 /// The ids of the containers that have a record under `root` (none when the state
@@ -199,6 +234,20 @@ mod tests {
     use crate::plan::{RootfsPlan, UsernsPlan};
 
     #[test]
+    fn a_dead_or_reused_pid_is_no_creator() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir(d.path(), "c")).unwrap();
+        let marker = dir(d.path(), "c").join(CREATING);
+        // pid 1 is alive, but not with this start time
+        std::fs::write(&marker, "1 18446744073709551615").unwrap();
+        assert_eq!(creator(d.path(), "c"), None);
+        std::fs::write(&marker, "garbage").unwrap();
+        assert_eq!(creator(d.path(), "c"), None);
+        std::fs::write(&marker, creator_tag(1).unwrap()).unwrap();
+        assert_eq!(creator(d.path(), "c"), Some(1));
+    }
+
+    #[test]
     fn create_save_load_remove() {
         let d = tempfile::tempdir().unwrap();
         let r = Record {
@@ -223,6 +272,10 @@ mod tests {
         r2.prepared.mount = Some(RootfsMount::IdmapBind);
         r2.save(d.path()).unwrap();
         assert_eq!(Record::load(d.path(), "c1").unwrap(), Some(r2));
+        // the creating process (this one) is alive until creation is done
+        assert_eq!(creator(d.path(), "c1"), Some(std::process::id() as i32));
+        creation_done(d.path(), "c1");
+        assert_eq!(creator(d.path(), "c1"), None);
         remove(d.path(), "c1").unwrap();
         remove(d.path(), "c1").unwrap();
         assert_eq!(Record::load(d.path(), "c1").unwrap(), None);

@@ -228,3 +228,37 @@ fn unwritable_pid_file_fails_create_and_exec() {
     drop(c);
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
 }
+
+#[test]
+fn forced_delete_waits_for_a_create_in_progress() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.annotate("io.siloc.userns", "auto");
+    let id = env.id("racing");
+    // create stalls right after taking its ID range; delete --force comes in then.
+    let mut create = env
+        .cmd(&["create", "--bundle", b.path(), &id])
+        .env("SILOC_TEST_STALL_AT", "after-idpool")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pool = env.root.join(".siloc/idpool.json");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&pool).is_ok_and(|t| t.contains(&id)) {
+        assert!(std::time::Instant::now() < end, "create never took a range");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _guard = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    env.ok(&["delete", "--force", &id]);
+    let created = create.wait().unwrap();
+    // delete waited for create, then removed the container: nothing is left.
+    // (It used to release the range under the create, which then still succeeded.)
+    assert!(created.success(), "create: {created}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
