@@ -77,6 +77,50 @@ pub fn load(root: &Path, id: &str) -> Result<Container, EngineError> {
     }
 }
 
+/// Whether `e` says container state.json could not be parsed (after [`load`]'s
+/// retries): libcontainer writes it in place, so a `create` killed mid-write leaves
+/// it empty.
+pub fn is_unreadable_state(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Lib(LibcontainerError::State(StateError::ParseStateFile { .. }))
+    )
+}
+
+/// Removes container `id` whose state.json is unreadable (see [`is_unreadable_state`]),
+/// as `delete --force` must: kills what runs in its cgroup (the path comes from
+/// libcontainer's youki_config.json, written before state.json), removes the cgroup,
+/// then the directory. Without youki_config.json no cgroup was made yet.
+///
+/// Errors: the cgroup still holds processes after `wait` (kernel too slow to reap).
+pub fn remove_unreadable(root: &Path, id: &str, wait: std::time::Duration) -> Result<(), String> {
+    use libcgroups::common::{CgroupConfig, CgroupManager, create_cgroup_manager};
+    let dir = container_dir(root, id);
+    if let Ok(cfg) = libcontainer::config::YoukiConfig::load(&dir) {
+        let manager = create_cgroup_manager(CgroupConfig {
+            // a systemd path is "slice:prefix:name" (runc's convention)
+            systemd_cgroup: cfg.cgroup_path.to_string_lossy().contains(':'),
+            cgroup_path: cfg.cgroup_path,
+            container_name: id.to_string(),
+        })
+        .map_err(|e| format!("cgroup of container {id}: {e}"))?;
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            for pid in manager.get_all_pids().unwrap_or_default() {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            match manager.remove() {
+                Ok(()) => break,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    return Err(format!("cgroup of container {id}: {e}"));
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
 /// The options of `create`/`run` that libcontainer takes.
 #[derive(Debug, Default, Clone)]
 pub struct InitOptions {

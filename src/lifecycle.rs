@@ -168,10 +168,24 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
                 // runc: `delete --force` of an unknown id succeeds silently; podman
                 // relies on it to clean up after a failed create.
                 if force {
+                    // A create killed before its first record save left a record dir
+                    // without record.json, which keeps the id taken, or emptied dirs
+                    // of siloc's: remove them, and any range the id still holds.
+                    if rt.root.join(".siloc").is_dir() {
+                        rt.pool().release(id).map_err(prepare::PrepareError::from)?;
+                        record::remove(&rt.root, id)?;
+                    }
                     return Ok(());
                 }
                 return Err(EngineError::NotFound(id.to_string()).into());
             }
+        }
+        Err(e) if force && engine::is_unreadable_state(&e) => {
+            tracing::warn!(
+                id,
+                "state.json is unreadable (create killed while writing it?); removing by cgroup"
+            );
+            engine::remove_unreadable(&rt.root, id, CGROUP_DRAIN).map_err(LifecycleError::Other)?;
         }
         Err(e) => return Err(e.into()),
     }

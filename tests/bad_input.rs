@@ -262,3 +262,56 @@ fn forced_delete_waits_for_a_create_in_progress() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
 }
+
+#[test]
+fn forced_delete_clears_a_create_that_died_before_its_first_record() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("halfmade");
+    // What a create killed between claiming the id and writing record.json leaves:
+    // the record dir with a marker naming a dead process.
+    let rec = env.root.join(".siloc/containers").join(&id);
+    std::fs::create_dir_all(&rec).unwrap();
+    std::fs::write(rec.join("creating"), "999999999 1").unwrap();
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(
+        !ok && err.contains("exists"),
+        "the id is still taken: {err}"
+    );
+    env.ok(&["delete", "--force", &id]);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    // the id is free again
+    let _guard = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(ok, "create after the forced delete: {err}");
+    env.ok(&["delete", "--force", &id]);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
+
+#[test]
+fn forced_delete_removes_a_container_whose_state_file_is_empty() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.annotate("io.siloc.userns", "auto");
+    let id = env.id("emptystate");
+    let _guard = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(ok, "create: {err}");
+    // libcontainer writes state.json in place: a create killed mid-write leaves it so.
+    std::fs::write(env.root.join(&id).join("state.json"), "").unwrap();
+    let (ok, _, err) = env.detached(&["state", &id]);
+    assert!(!ok, "state of an unreadable state.json: {err}");
+    env.ok(&["delete", "--force", &id]);
+    // the init (sleep) was killed through the cgroup, the range released
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
