@@ -48,15 +48,13 @@ fn tiny(env: &TestEnv, duration: u32, workloads: &[&str]) -> PathBuf {
     p
 }
 
-/// What a run must not leave: containers (state roots), journal, work directories
-/// under the target, cgroups.
+/// What a run must not leave: its state dir (containers' state roots, journal, lock),
+/// work directories under the target, cgroups.
 fn leftovers(env: &TestEnv) -> Vec<String> {
     let mut left = Vec::new();
     let state = env.root.join("scenario");
-    for p in [state.join("rt"), state.join("journal.jsonl")] {
-        if p.exists() {
-            left.push(format!("{}", p.display()));
-        }
+    if let Ok(rd) = std::fs::read_dir(&state) {
+        left.extend(rd.flatten().map(|e| format!("{}", e.path().display())));
     }
     if let Ok(rd) = std::fs::read_dir(env.dir.path().join("target")) {
         left.extend(

@@ -133,30 +133,53 @@ fn out_dir(opts: &RunOptions) -> Result<PathBuf, RunError> {
     )))
 }
 
-/// Holds the run lock while alive.
+/// Holds the run lock while alive; on drop removes the lock file and the state
+/// directory when nothing else is left in it (like the runtimes' own state roots).
 struct Lock {
+    path: PathBuf,
     _flock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Unlinked while still locked: a run waiting on the old file sees the path
+        // changed and takes the new one (see `lock`).
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Takes `<state>/lock` (flock, released when the run's process ends): two runs on
 /// one state root would clear each other's containers as leftovers.
 fn lock(state_base: &Path) -> Result<Lock, RunError> {
-    std::fs::create_dir_all(state_base).map_err(|e| path_err(state_base, e))?;
+    use std::os::unix::fs::MetadataExt;
     let p = state_base.join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .map_err(|e| path_err(&p, e))?;
-    let flock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|_| {
-            path_err(
-                &p,
-                "another scenario run holds this lock; wait for it to finish",
-            )
-        })?;
-    Ok(Lock { _flock: flock })
+    loop {
+        std::fs::create_dir_all(state_base).map_err(|e| path_err(state_base, e))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| path_err(&p, e))?;
+        let flock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|_| {
+                path_err(
+                    &p,
+                    "another scenario run holds this lock; wait for it to finish",
+                )
+            })?;
+        // The previous holder may have unlinked the file between our open and flock.
+        let ours = flock.metadata().map_err(|e| path_err(&p, e))?.ino();
+        if std::fs::metadata(&p).is_ok_and(|m| m.ino() == ours) {
+            return Ok(Lock {
+                path: p,
+                _flock: flock,
+            });
+        }
+    }
 }
 
 /// Removes what a crashed run left: journaled containers and directories, and work
