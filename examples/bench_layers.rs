@@ -11,8 +11,9 @@
 //!   a detached tree, overlayfs by `lowerdir+` fds, one attach and one detach.
 //!
 //! Then the whole siloc runtime: N `siloc create` of L-layer bundles with
-//! `io.siloc.userns=auto`, run concurrently, then `siloc delete`, for each L, with the
-//! L=50/L=1 time ratio (target ≤ 1.1) and the mount-table changes one create+delete
+//! `io.siloc.userns=auto`, run concurrently, then `siloc delete`, for each L, repeated
+//! in rounds of alternating L order, with the ratio of the median rounds' times for the
+//! largest and smallest L (target ≤ 1.1) and the mount-table changes one create+delete
 //! makes in the host mount namespace (strace of the siloc process, children excluded:
 //! the container's own mounts happen in its mount namespace).
 //!
@@ -46,6 +47,10 @@ struct Args {
     /// Skip the whole-runtime part
     #[arg(long)]
     skip_runtime: bool,
+    /// Rounds of the whole-runtime part; each round runs every L, in alternating order,
+    /// and the table shows each L's median round
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Work directory parent (on disk)
     #[arg(long, default_value = "/var/tmp")]
     workdir: PathBuf,
@@ -517,6 +522,7 @@ fn main() {
         mountinfo_lines()
     );
     let mut rows = Vec::new();
+    let mut layer_sets = Vec::new();
     for &l in &args.layers {
         let layers = make_layers(&work.path().join(format!("layers-{l}")), l);
         for way in [Way::PerLayer, Way::CommonParent, Way::Siloc] {
@@ -529,12 +535,46 @@ fn main() {
                 jobs,
             ));
         }
-        if !args.skip_runtime {
-            eprintln!("  L={l:<4} siloc runtime  ...");
-            rows.push(run_runtime(&args, work.path(), l, &layers, jobs));
+        layer_sets.push((l, layers));
+    }
+    let mut rounds: Vec<(usize, Vec<f64>)> = Vec::new();
+    if !args.skip_runtime {
+        let mut runs: Vec<(usize, Vec<Row>)> =
+            layer_sets.iter().map(|(l, _)| (*l, Vec::new())).collect();
+        for round in 0..args.rounds.max(1) {
+            // Alternate the order: whatever drifts over a run (page cache, dying
+            // cgroups, other load) must not land on one L only.
+            let mut order: Vec<usize> = (0..layer_sets.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for k in order {
+                let (l, layers) = &layer_sets[k];
+                eprintln!(
+                    "  L={l:<4} siloc runtime  round {}/{} ...",
+                    round + 1,
+                    args.rounds.max(1)
+                );
+                runs[k]
+                    .1
+                    .push(run_runtime(&args, work.path(), *l, layers, jobs));
+            }
+        }
+        for (l, mut v) in runs {
+            v.sort_by(|a, b| (a.create_s + a.delete_s).total_cmp(&(b.create_s + b.delete_s)));
+            rounds.push((l, v.iter().map(|r| r.create_s + r.delete_s).collect()));
+            let mid = v.len() / 2;
+            rows.push(v.swap_remove(mid));
         }
     }
     print_table(&rows);
+    for (l, totals) in &rounds {
+        let t: Vec<String> = totals.iter().map(|t| format!("{t:.3}")).collect();
+        println!(
+            "siloc runtime L={l}: rounds (sorted, total s) {}",
+            t.join(", ")
+        );
+    }
     println!();
     let total = |what: &str, l: usize| {
         rows.iter()
@@ -556,8 +596,9 @@ fn main() {
         && let (Some(a), Some(b)) = (total("siloc runtime", lo), total("siloc runtime", hi))
     {
         println!(
-            "siloc runtime create+delete of {} containers: L={hi} {b:.3} s, L={lo} {a:.3} s, ratio {:.2} (target <= 1.1)",
+            "siloc runtime create+delete of {} containers (median of {} rounds): L={hi} {b:.3} s, L={lo} {a:.3} s, ratio {:.2} (target <= 1.1)",
             args.n,
+            args.rounds.max(1),
             b / a
         );
     }
