@@ -462,10 +462,16 @@ impl<'a> Ctx<'a> {
     }
 
     /// An entry replaces whatever an earlier entry of the same layer put at `path`.
-    fn remove_existing(&self, path: &Path) -> Result<(), UnpackError> {
+    /// A removed directory's deferred times go with it: set later, they would follow
+    /// whatever the next entry puts at `path` (a symlink out of the layer).
+    fn remove_existing(&mut self, path: &Path) -> Result<(), UnpackError> {
         match std::fs::symlink_metadata(path) {
             Err(_) => Ok(()),
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path).map_err(self.write_err(path)),
+            Ok(m) if m.is_dir() => {
+                std::fs::remove_dir_all(path).map_err(self.write_err(path))?;
+                self.dirs.retain(|d| !d.path.starts_with(path));
+                Ok(())
+            }
             Ok(_) => std::fs::remove_file(path).map_err(self.write_err(path)),
         }
     }
@@ -814,6 +820,40 @@ mod tests {
         raw.extend([0u8; 1024]);
         let (_d, r) = unpack(&raw, Comp::None);
         assert!(r.unwrap_err().to_string().contains(".."));
+    }
+
+    #[test]
+    fn directory_times_never_follow_a_later_symlink_out_of_the_layer() {
+        if !root() {
+            return;
+        }
+        // Directory times are set after the last entry; a directory replaced by a
+        // symlink in between must not carry the deferred time of a path below it to
+        // wherever the symlink points.
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("b");
+        std::fs::write(&victim, b"v").unwrap();
+        let t0 = TimeSpec::new(1_600_000_000, 0);
+        utimensat(None, &victim, &t0, &t0, UtimensatFlags::NoFollowSymlink).unwrap();
+        let mut t = Tar::new();
+        t.add([
+            Entry::dir("a"),
+            Entry::dir("a/b").mtime(1_000),
+            Entry::symlink("a", outside.path().to_str().unwrap()),
+        ]);
+        let (d, r) = unpack(&t.bytes(), Comp::None);
+        r.unwrap();
+        assert_eq!(
+            std::fs::metadata(&victim).unwrap().mtime(),
+            1_600_000_000,
+            "a file outside the layer got the time of entry a/b"
+        );
+        assert!(
+            std::fs::symlink_metadata(d.path().join("fs/a"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]
