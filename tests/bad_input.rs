@@ -315,3 +315,47 @@ fn forced_delete_removes_a_container_whose_state_file_is_empty() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
 }
+
+/// An image layout with one small layer, for the hostile-layout cases below; returns
+/// (layout dir, hex of the manifest blob, hex of the layer blob).
+fn small_layout(env: &TestEnv, name: &str) -> (std::path::PathBuf, String, String) {
+    use common::oci::{Comp, Entry, Tar};
+    let dir = env.dir.path().join(name);
+    let mut t = Tar::new();
+    t.add([Entry::file("hello", b"hi")]);
+    let layer = Comp::None.compress(&t.bytes());
+    let md = common::oci::write_layout(
+        &dir,
+        &[(layer.clone(), Comp::None)],
+        serde_json::json!({"Cmd": ["sh"]}),
+        "localhost/siloc-test/small:v1",
+    );
+    let hex = |d: &str| d.trim_start_matches("sha256:").to_string();
+    (dir, hex(&md), common::oci::sha256_hex(&layer))
+}
+
+/// Asserts the store holds no image, layer or unpack in progress.
+fn store_is_empty(env: &TestEnv) {
+    let store = env.data.join("store");
+    for sub in ["images", "layers", "tmp"] {
+        let n = std::fs::read_dir(store.join(sub)).map_or(0, |rd| rd.count());
+        assert_eq!(n, 0, "store {sub}/ is not empty");
+    }
+}
+
+#[test]
+fn a_missing_blob_is_named_once_with_its_cause() {
+    needs_root!();
+    let env = TestEnv::new();
+    let (dir, manifest, _) = small_layout(&env, "nomanifest");
+    let blob = dir.join("blobs/sha256").join(&manifest);
+    std::fs::remove_file(&blob).unwrap();
+    let err = env.fails(&["image", "unpack", dir.to_str().unwrap()]);
+    assert!(err.contains(&blob.display().to_string()), "{err}");
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "the cause is repeated: {err}"
+    );
+    store_is_empty(&env);
+}

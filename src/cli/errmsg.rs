@@ -17,6 +17,25 @@ const CREATE_FAILED: &str = "failed to create container: ";
 /// process's own status).
 pub const EXEC_ERROR_STATUS: i32 = 255;
 
+/// The error and its causes as one line, `a: b: c` as anyhow's `{:#}` joins them,
+/// leaving out a cause whose text the line already holds: siloc's errors show their
+/// source in their own message (`{path}: {source}`), which `{:#}` repeated.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        next = cause.source();
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
 /// The whole error chain `msg` of a failed command in runc's words; `exec` says whether
 /// the command was `exec`, whose errors runc prefixes with "exec failed: " (where
 /// libcontainer says "failed to create container: "). Other messages pass unchanged.
@@ -114,6 +133,34 @@ mod tests {
             "failed to create container: unable to start container process: PATH \
              environment variable is not set"
         );
+    }
+
+    #[test]
+    fn a_source_shown_in_the_message_is_not_repeated() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("{path}: {source}")]
+        struct WithSource {
+            path: String,
+            source: std::io::Error,
+        }
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::from(WithSource {
+            path: "/x/blob".into(),
+            source: io,
+        });
+        assert_eq!(
+            chain(&*e),
+            "/x/blob: No such file or directory (os error 2)"
+        );
+        // context and causes the message does not show are kept
+        let e = e.context("image unpack");
+        assert_eq!(
+            chain(&*e),
+            "image unpack: /x/blob: No such file or directory (os error 2)"
+        );
+        let e =
+            anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EACCES)).context("open /y");
+        assert_eq!(chain(&*e), "open /y: Permission denied (os error 13)");
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i
     })();
     if !keep || result.is_err() {
         if let Err(e) = lifecycle::delete(rt, &req.id, true) {
-            tracing::warn!(target: "siloc", "delete {}: {e:#}", req.id);
+            tracing::warn!(target: "siloc", "delete {}: {}", req.id, super::errmsg::chain(&e));
         }
     }
     result

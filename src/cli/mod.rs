@@ -188,7 +188,7 @@ pub fn main() -> i32 {
     let to_stderr = match crate::logging::init(cli.log.as_deref(), cli.log_format, cli.debug) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{e:#}");
+            eprintln!("{}", errmsg::chain(&*e));
             return 1;
         }
     };
@@ -205,7 +205,7 @@ pub fn main() -> i32 {
     match dispatch(&ctx, command) {
         Ok(code) => code,
         Err(e) => {
-            let msg = errmsg::runc_message(&format!("{e:#}"), is_exec);
+            let msg = errmsg::runc_message(&errmsg::chain(&*e), is_exec);
             tracing::error!(target: "siloc", "{msg}");
             if !to_stderr {
                 eprintln!("{msg}");
