@@ -334,6 +334,26 @@ fn small_layout(env: &TestEnv, name: &str) -> (std::path::PathBuf, String, Strin
     (dir, hex(&md), common::oci::sha256_hex(&layer))
 }
 
+/// `siloc <args>` with output captured, killed after `secs`; `None` when it hung.
+fn within(env: &TestEnv, args: &[&str], secs: u64) -> Option<std::process::Output> {
+    let mut child = env
+        .cmd(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
 /// Asserts the store holds no image, layer or unpack in progress.
 fn store_is_empty(env: &TestEnv) {
     let store = env.data.join("store");
@@ -358,4 +378,73 @@ fn a_missing_blob_is_named_once_with_its_cause() {
         "the cause is repeated: {err}"
     );
     store_is_empty(&env);
+}
+
+#[test]
+fn a_blob_that_is_not_a_regular_file_fails_without_hanging() {
+    needs_root!();
+    let env = TestEnv::new();
+    // A blob read to its end before its size is checked: /dev/zero never ends (and
+    // filled memory), a FIFO never opens.
+    let (_, manifest, layer) = small_layout(&env, "devzero");
+    let cases = [
+        (manifest.clone(), "zero"),
+        (layer.clone(), "zero"),
+        (manifest, "fifo"),
+        (layer, "fifo"),
+        ("index.json".to_string(), "fifo"),
+    ];
+    for (name, kind) in cases {
+        let (dir, _, _) = small_layout(&env, &format!("{kind}-{}", &name[..6]));
+        let path = if name == "index.json" {
+            dir.join(&name)
+        } else {
+            dir.join("blobs/sha256").join(&name)
+        };
+        std::fs::remove_file(&path).unwrap();
+        if kind == "zero" {
+            std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        } else {
+            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        }
+        let o = within(&env, &["image", "unpack", dir.to_str().unwrap()], 20)
+            .unwrap_or_else(|| panic!("unpack hung on {kind} {}", path.display()));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{kind} {name}: {err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("not a regular file"),
+            "{kind} {name}: {err}"
+        );
+        store_is_empty(&env);
+    }
+}
+
+#[test]
+fn a_malformed_index_names_the_field() {
+    needs_root!();
+    let env = TestEnv::new();
+    let (dir, _, _) = small_layout(&env, "badindex");
+    let cases = [
+        ("{", "EOF"),
+        ("[]", "expected struct"),
+        (r#"{"schemaVersion":2}"#, "manifests"),
+        (
+            r#"{"schemaVersion":2,"manifests":[{"mediaType":"x","digest":"sha256:zz","size":1}]}"#,
+            "digest",
+        ),
+        (
+            r#"{"schemaVersion":2,"manifests":[{"mediaType":"x","size":-1,
+                "digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}]}"#,
+            "-1",
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(dir.join("index.json"), text).unwrap();
+        let err = env.fails(&["image", "unpack", dir.to_str().unwrap()]);
+        assert!(
+            err.contains("index.json") && err.contains(want),
+            "{text}: expected {want:?} in {err}"
+        );
+        store_is_empty(&env);
+    }
 }

@@ -5,6 +5,9 @@
 //! Every JSON blob read is checked against its descriptor's digest and size; layer
 //! blobs are checked while they are unpacked (see [`super::unpack`]).
 
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::{
@@ -211,17 +214,38 @@ fn blob_path(layout: &Path, d: &Descriptor) -> Result<(PathBuf, String), LayoutE
     Ok((layout.join("blobs/sha256").join(hex), hex.to_string()))
 }
 
+/// Opens a file of a layout (symlinks followed) for reading, with its size; anything
+/// but a regular file is an error: a FIFO would block the open and a device (a blob
+/// linked to /dev/zero) would never end.
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<(File, u64)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((f, m.len()))
+}
+
 /// Reads a JSON blob and checks it against its descriptor.
 fn read_blob(layout: &Path, d: &Descriptor) -> Result<(PathBuf, Vec<u8>), LayoutError> {
     let (path, hex) = blob_path(layout, d)?;
-    let data = std::fs::read(&path).map_err(io(&path))?;
-    if data.len() as u64 != d.size() {
+    let (f, len) = open_regular(&path).map_err(io(&path))?;
+    // The size first: a blob is read whole, and a hostile one may be huge.
+    if len != d.size() {
         return Err(LayoutError::Size {
             path,
             expected: d.size(),
-            actual: data.len() as u64,
+            actual: len,
         });
     }
+    let mut data = Vec::new();
+    f.take(len).read_to_end(&mut data).map_err(io(&path))?;
     let actual = digest::sha256_of(&data);
     if actual != hex {
         return Err(LayoutError::Digest {
@@ -233,11 +257,13 @@ fn read_blob(layout: &Path, d: &Descriptor) -> Result<(PathBuf, Vec<u8>), Layout
     Ok((path, data))
 }
 
-fn json_err(path: &Path) -> impl Fn(oci_spec::OciSpecError) -> LayoutError + '_ {
-    move |e| LayoutError::Json {
+/// Parses a JSON file of the layout; the error says what is wrong and where
+/// (oci-spec's own readers only say "serde failed").
+fn parse<T: for<'de> serde::Deserialize<'de>>(path: &Path, data: &[u8]) -> Result<T, LayoutError> {
+    serde_json::from_slice(data).map_err(|e| LayoutError::Json {
         path: path.to_path_buf(),
         msg: e.to_string(),
-    }
+    })
 }
 
 fn ref_name(d: &Descriptor) -> Option<String> {
@@ -271,7 +297,12 @@ pub fn open(r: &LayoutRef) -> Result<Image, LayoutError> {
         });
     }
     let index_path = layout.join("index.json");
-    let index = ImageIndex::from_file(&index_path).map_err(json_err(&index_path))?;
+    let (f, len) = open_regular(&index_path).map_err(io(&index_path))?;
+    let mut data = Vec::new();
+    f.take(len)
+        .read_to_end(&mut data)
+        .map_err(io(&index_path))?;
+    let index: ImageIndex = parse(&index_path, &data)?;
     let manifests = index.manifests();
     let chosen = match &r.tag {
         Some(tag) => manifests
@@ -300,9 +331,9 @@ pub fn open(r: &LayoutRef) -> Result<Image, LayoutError> {
     let ref_name = ref_name(chosen);
     let manifest_desc = resolve_platform(layout, chosen.clone())?;
     let (mpath, mdata) = read_blob(layout, &manifest_desc)?;
-    let manifest = ImageManifest::from_reader(&mdata[..]).map_err(json_err(&mpath))?;
+    let manifest: ImageManifest = parse(&mpath, &mdata)?;
     let (cpath, cdata) = read_blob(layout, manifest.config())?;
-    let config = ImageConfiguration::from_reader(&cdata[..]).map_err(json_err(&cpath))?;
+    let config: ImageConfiguration = parse(&cpath, &cdata)?;
     let config_json: serde_json::Value =
         serde_json::from_slice(&cdata).map_err(|e| LayoutError::Json {
             path: cpath.clone(),
@@ -360,7 +391,7 @@ fn resolve_platform(layout: &Path, mut d: Descriptor) -> Result<Descriptor, Layo
             return Ok(d);
         }
         let (path, data) = read_blob(layout, &d)?;
-        let index = ImageIndex::from_reader(&data[..]).map_err(json_err(&path))?;
+        let index: ImageIndex = parse(&path, &data)?;
         let (os, arch) = (Os::default(), Arch::default());
         d = index
             .manifests()

@@ -272,6 +272,19 @@ impl Store {
         if self.has_layer(&layer.diff_id) {
             return Ok(Installed::Present);
         }
+        // The size before any work: a blob is read to its end.
+        let (_, len) =
+            super::layout::open_regular(&layer.blob).map_err(|source| UnpackError::Read {
+                blob: layer.blob.clone(),
+                source,
+            })?;
+        if len != layer.size {
+            return Err(StoreError::BlobSize {
+                blob: layer.blob.clone(),
+                expected: layer.size,
+                actual: len,
+            });
+        }
         let tmp = TmpDir(self.tmp_dir(&layer.diff_id[..12]));
         let fs = tmp.0.join("fs");
         std::fs::DirBuilder::new()

@@ -82,7 +82,7 @@ pub fn unpack_layer(
         blob: blob.to_path_buf(),
         source,
     };
-    let file = File::open(blob).map_err(read_err)?;
+    let (file, _) = super::layout::open_regular(blob).map_err(read_err)?;
     // The blob's digest covers every byte of the file, read through this hasher.
     let raw = BufReader::with_capacity(1 << 20, HashReader::new(file).with_progress(progress));
     let mut ctx = Ctx::new(blob, dest);
