@@ -136,6 +136,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             let layers = rootfs::check_layers(&layers)?;
             check_empty_dir(&rec.rootfs)?;
             let (upper_dir, work_dir) = writable_dirs(env, rec, &upper)?;
+            check_writable_apart(&upper_dir, &work_dir, &layers, &upper)?;
             let owner = host_root(&maps);
             rec.save(env.state_root)?;
             for d in [&upper_dir, &work_dir] {
@@ -224,6 +225,66 @@ fn writable_dirs(
             }
             rec.prepared.made_dirs.push(work.clone());
             Ok((u.clone(), work))
+        }
+    }
+}
+
+/// Refuses upper and work dirs that are a layer, inside one or hold one: siloc chowns
+/// them to the container's root and the container writes there, which would change
+/// layers other containers share (overlayfs itself refuses only some of these).
+fn check_writable_apart(
+    upper: &Path,
+    work: &Path,
+    layers: &[rootfs::Layer],
+    plan: &UpperPlan,
+) -> Result<(), PrepareError> {
+    for dir in [upper, work] {
+        let canon = canonical_to_be(dir).map_err(io(dir))?;
+        let Some(layer) = layers
+            .iter()
+            .find(|l| canon.starts_with(&l.path) || l.path.starts_with(&canon))
+        else {
+            continue;
+        };
+        let msg = format!(
+            "overlaps rootfs layer {}: the writable dirs must be apart from every layer",
+            layer.path.display()
+        );
+        return Err(match plan {
+            UpperPlan::Persistent(u) => PrepareError::Upper {
+                key: ann::ROOTFS_UPPER,
+                path: u.clone(),
+                msg,
+            },
+            UpperPlan::Ephemeral => PrepareError::Upper {
+                key: ann::ROOTFS_LAYERS,
+                path: dir.to_path_buf(),
+                msg: format!("{msg} (this writable dir is under the config's data_root)"),
+            },
+        });
+    }
+    Ok(())
+}
+
+/// `p` with symlinks resolved, for a path whose last components may not exist yet:
+/// the deepest existing ancestor canonicalized, the rest appended.
+fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        match std::fs::canonicalize(at) {
+            Ok(mut c) => {
+                c.extend(rest.iter().rev());
+                return Ok(c);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+                    return Err(e);
+                };
+                rest.push(name);
+                at = parent;
+            }
+            Err(e) => return Err(e),
         }
     }
 }

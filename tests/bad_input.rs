@@ -448,3 +448,56 @@ fn a_malformed_index_names_the_field() {
         store_is_empty(&env);
     }
 }
+
+#[test]
+fn overlapping_layers_and_upper_fail_before_anything_is_changed() {
+    use std::os::unix::fs::MetadataExt;
+    needs_root!();
+    let env = TestEnv::new();
+    let store = env.dir.path().join("layers");
+    let base = store.join("base");
+    common::make_busybox_rootfs(&base);
+    let top = store.join("top");
+    std::fs::create_dir_all(top.join("etc")).unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let list = |ls: &[&std::path::Path]| serde_json::to_string(ls).unwrap();
+    // (layers, upper, what the message names)
+    let cases: Vec<(String, Option<String>, &str)> = vec![
+        // overlayfs refused these with "fsmount overlay ...: ELOOP"
+        (list(&[&base, &top, &base]), None, "listed twice"),
+        (list(&[&base, &base.join("bin")]), None, "inside"),
+        (list(&[&top.join("etc"), &top]), None, "inside"),
+        (list(&[&base, &top]), Some(s(&top)), "io.siloc.rootfs.upper"),
+        (
+            list(&[&base, &top]),
+            Some(s(&store)),
+            "io.siloc.rootfs.upper",
+        ),
+        // overlayfs took this one, and siloc had chowned the layer's directory
+        (
+            list(&[&base, &top]),
+            Some(s(&top.join("etc"))),
+            "io.siloc.rootfs.upper",
+        ),
+    ];
+    for (i, (layers, upper, needle)) in cases.into_iter().enumerate() {
+        let mut b = common::Bundle::with_rootfs(&env.dir.path().join(format!("b{i}")), &["true"]);
+        b.annotate("io.siloc.userns", "auto");
+        b.annotate("io.siloc.rootfs.layers", &layers);
+        if let Some(u) = &upper {
+            b.annotate("io.siloc.rootfs.upper", u);
+        }
+        let id = env.id(&format!("overlap{i}"));
+        fails_cleanly(&env, &["create", "--bundle", b.path(), &id], needle, &id);
+        for d in [&store, &top, &top.join("etc"), &base, &base.join("bin")] {
+            let m = std::fs::metadata(d).unwrap();
+            assert_eq!(
+                (m.uid(), m.gid()),
+                (0, 0),
+                "case {i}: {} chowned",
+                d.display()
+            );
+        }
+        assert!(!top.join("etc.work").exists() && !store.with_extension("work").exists());
+    }
+}

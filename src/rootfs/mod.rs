@@ -144,7 +144,36 @@ pub fn check_layers(layers: &[PathBuf]) -> Result<Vec<Layer>, RootfsError> {
                 dev: st.st_dev,
             })
         })
-        .collect()
+        .collect::<Result<Vec<Layer>, RootfsError>>()
+        .and_then(|checked| {
+            check_apart(&checked)?;
+            Ok(checked)
+        })
+}
+
+/// Refuses a layer listed twice or inside another one: overlayfs fails those with
+/// ELOOP ("overlapping layers"), which says nothing of the cause. Sorted
+/// component-wise, a directory's descendants follow it directly, so neighbours tell.
+fn check_apart(layers: &[Layer]) -> Result<(), RootfsError> {
+    let mut sorted: Vec<&Path> = layers.iter().map(|l| l.path.as_path()).collect();
+    sorted.sort();
+    for w in sorted.windows(2) {
+        let msg = if w[0] == w[1] {
+            format!("listed twice in {}", crate::annotations::ROOTFS_LAYERS)
+        } else if w[1].starts_with(w[0]) {
+            format!(
+                "inside layer {}: overlayfs refuses overlapping layers",
+                w[0].display()
+            )
+        } else {
+            continue;
+        };
+        return Err(RootfsError::Layer {
+            path: w[1].to_path_buf(),
+            msg,
+        });
+    }
+    Ok(())
 }
 
 /// The deepest directory containing all `paths` (component-wise).
