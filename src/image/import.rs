@@ -234,8 +234,11 @@ mod tests {
         assert_eq!(r.record.name, "img:v1");
         assert_eq!(r.record.layers.len(), 5);
         assert_eq!(store.layers().unwrap().len(), 4);
-        for (i, dir) in store.image_layers(&r.record).unwrap().iter().enumerate() {
-            let want = [0, 1, 2, 0, 3][i];
+        let dirs = store.image_layers(&r.record).unwrap();
+        assert_eq!(dirs.len(), 4);
+        for (i, dir) in dirs.iter().enumerate() {
+            // layer 0 is repeated: listed once, where it is topmost
+            let want = [1, 2, 0, 3][i];
             assert_eq!(
                 std::fs::read(dir.join(format!("d/f{want}"))).unwrap(),
                 vec![want; 3000]

@@ -449,13 +449,18 @@ impl Store {
         })
     }
 
-    /// The layer directories of `image`, base first, each checked to be stored.
+    /// The layer directories of `image`, base first, each checked to be stored. A
+    /// layer the image repeats is listed once, where it is topmost: overlayfs refuses
+    /// a lower dir given twice, and the topmost copy shows all that the lower ones
+    /// would.
     /// Errors: [`StoreError::MissingLayer`].
     pub fn image_layers(&self, image: &ImageRecord) -> Result<Vec<PathBuf>, StoreError> {
         image
             .layers
             .iter()
-            .map(|d| {
+            .enumerate()
+            .filter(|(i, d)| !image.layers[i + 1..].contains(d))
+            .map(|(_, d)| {
                 let hex = d.strip_prefix("sha256:").unwrap_or(d);
                 if self.has_layer(hex) {
                     Ok(self.layer_fs(hex))
@@ -723,6 +728,23 @@ mod tests {
             unpacked: String::new(),
         };
         write_json(&s.layer_dir(hex).join(LAYER_META), &meta).unwrap();
+    }
+
+    #[test]
+    fn a_layer_repeated_in_an_image_is_listed_once_where_it_is_topmost() {
+        // Images repeat layers (two `RUN true` steps give two empty layers of one
+        // diffID); overlayfs refuses a lower dir given twice.
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        fake_layer(&s, &a);
+        fake_layer(&s, &b);
+        let img = record("rep:latest", "01", &[&a, &b, &a, &b, &a]);
+        // [a b a b a] shows what [b a] shows: the topmost copy covers the lower ones
+        assert_eq!(
+            s.image_layers(&img).unwrap(),
+            vec![s.layer_fs(&b), s.layer_fs(&a)]
+        );
     }
 
     #[test]
