@@ -10,7 +10,7 @@
 //! create), `max` lifting a limit.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt, create_cgroup_manager};
 use oci_spec::runtime::{LinuxResources, Spec};
@@ -163,6 +163,11 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
             c.bundle().join("config.json")
         }
     };
+    // Input first (stdin may take its time), then one update at a time: each starts
+    // from the limits the last one saved.
+    let from_file = a.resources.as_deref().map(read_resources).transpose()?;
+    let flags = flags_json(&a)?;
+    let _lock = lock_dir(spec_path.parent().unwrap_or(&ctx.root))?;
     let mut spec = Spec::load(&spec_path)?;
     let current = spec
         .linux()
@@ -170,10 +175,10 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
         .and_then(|l| l.resources().clone())
         .unwrap_or_default();
     let mut merged = serde_json::to_value(&current)?;
-    if let Some(src) = &a.resources {
-        merge(&mut merged, read_resources(src)?);
+    if let Some(v) = from_file {
+        merge(&mut merged, v);
     }
-    merge(&mut merged, flags_json(&a)?);
+    merge(&mut merged, flags);
     let mut resources: LinuxResources = serde_json::from_value(merged)?;
     let v2 = matches!(
         libcgroups::common::get_cgroup_setup(),
@@ -233,8 +238,21 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     if let Some(linux) = spec.linux_mut() {
         linux.set_resources(Some(resources));
     }
-    spec.save(&spec_path)?;
+    // Atomically: `exec` and other updates read it at any time.
+    let mut tmp = spec_path.clone().into_os_string();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    spec.save(&tmp)?;
+    std::fs::rename(&tmp, &spec_path)
+        .map_err(|e| anyhow::anyhow!("save {}: {e}", spec_path.display()))?;
     Ok(())
+}
+
+/// Holds an exclusive `flock` on directory `d` while alive.
+fn lock_dir(d: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    let f = std::fs::File::open(d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", d.display()))
 }
 
 /// The whole disks behind container `id`'s writable layer and volumes: those found
