@@ -110,6 +110,9 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
     if !process.cwd().is_absolute() {
         return bad("process.cwd", "must be an absolute path");
     }
+    if let Err((i, msg)) = check_env(process.env().as_deref().unwrap_or_default()) {
+        return bad(&format!("process.env[{i}]"), msg);
+    }
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         if !m.destination().is_absolute() {
             return bad(
@@ -136,6 +139,22 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
                 "linux.uidMappings",
                 "ID mappings need a user namespace in linux.namespaces",
             );
+        }
+    }
+    Ok(())
+}
+
+/// Checks `NAME=value` entries of a process's env: a name is required (an entry with
+/// no `=` is a name alone) and no NUL may appear; libcontainer's init panics on
+/// either. Errors: (index, why).
+pub fn check_env(env: &[String]) -> Result<(), (usize, &'static str)> {
+    for (i, e) in env.iter().enumerate() {
+        let name = e.split_once('=').map_or(e.as_str(), |(n, _)| n);
+        if name.is_empty() {
+            return Err((i, "has no variable name (use NAME=value)"));
+        }
+        if e.contains('\0') {
+            return Err((i, "contains a NUL byte"));
         }
     }
     Ok(())
@@ -189,6 +208,19 @@ mod tests {
         );
         let (f, _) = check(&t).unwrap_err();
         assert_eq!(f, "mounts[1].destination");
+    }
+
+    #[test]
+    fn env_entries_need_a_name_and_no_nul() {
+        // libcontainer's init panicked on these ("failed to set environment variable")
+        for bad in [r#""=x""#, r#""""#, r#""A=b\u0000c""#, r#""A\u0000=b""#] {
+            let t = GOOD.replace(r#""cwd":"/""#, &format!(r#""cwd":"/","env":["A=1",{bad}]"#));
+            assert_eq!(check(&t).unwrap_err().0, "process.env[1]", "{bad}");
+        }
+        for good in [r#""NOEQ""#, r#""A=""#, r#""A==b""#] {
+            let t = GOOD.replace(r#""cwd":"/""#, &format!(r#""cwd":"/","env":[{good}]"#));
+            check(&t).unwrap();
+        }
     }
 
     #[test]

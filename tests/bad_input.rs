@@ -560,3 +560,44 @@ fn parallel_updates_keep_every_limit_and_the_saved_spec_whole() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
 }
+
+#[test]
+fn an_env_entry_without_a_name_is_refused_not_a_panic() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("envc");
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["process"]["env"] = serde_json::json!(["PATH=/bin", "=x"]));
+    fails_cleanly(
+        &env,
+        &["create", "--bundle", b.path(), &id],
+        "process.env[1]",
+        &id,
+    );
+    let b = env.bundle("b2", &["sleep", "1000"]);
+    let id = env.id("envx");
+    let c = Container::start(&env, &b, &id);
+    let process = env.dir.path().join("process.json");
+    std::fs::write(
+        &process,
+        r#"{"args":["true"],"cwd":"/","user":{"uid":0,"gid":0},"env":["PATH=/bin",""]}"#,
+    )
+    .unwrap();
+    for (args, needle) in [
+        (vec!["exec", "-e", "=x", &id, "true"], "-e"),
+        (
+            vec!["exec", "--process", process.to_str().unwrap(), &id],
+            "env[1]",
+        ),
+    ] {
+        let (ok, _, err) = env.detached(&args);
+        assert!(!ok, "{args:?}");
+        assert!(
+            err.contains(needle) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

@@ -79,6 +79,9 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     p.set_terminal(Some(a.tty));
     let mut env: Vec<String> = p.env().clone().unwrap_or_default();
     for kv in &a.env {
+        if let Err((_, why)) = crate::bundle::check_env(std::slice::from_ref(kv)) {
+            anyhow::bail!("-e {kv:?}: {why}");
+        }
         let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
         env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
         env.push(kv.clone());
@@ -151,12 +154,16 @@ fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
     Ok(Spec::load(c.bundle().join("config.json"))?)
 }
 
-/// Whether a process.json asks for a terminal.
+/// Whether a process.json asks for a terminal; its env is checked on the way
+/// ([`crate::bundle::check_env`]).
 fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
     let text =
         std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
     let p: Process = serde_json::from_slice(&text)
         .map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+    if let Err((i, why)) = crate::bundle::check_env(p.env().as_deref().unwrap_or_default()) {
+        anyhow::bail!("--process {}: env[{i}]: {why}", path.display());
+    }
     Ok(p.terminal().unwrap_or(false))
 }
 
