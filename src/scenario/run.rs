@@ -133,11 +133,12 @@ fn out_dir(opts: &RunOptions) -> Result<PathBuf, RunError> {
     )))
 }
 
-/// Holds the run lock while alive; on drop removes the lock file and the state
+/// Holds the run locks while alive; on drop removes the lock file and the state
 /// directory when nothing else is left in it (like the runtimes' own state roots).
 struct Lock {
     path: PathBuf,
-    _flock: nix::fcntl::Flock<std::fs::File>,
+    _state: nix::fcntl::Flock<std::fs::File>,
+    _target: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl Drop for Lock {
@@ -151,12 +152,27 @@ impl Drop for Lock {
     }
 }
 
-/// Takes `<state>/lock` (flock, released when the run's process ends): two runs on
-/// one state root would clear each other's containers as leftovers.
-fn lock(state_base: &Path) -> Result<Lock, RunError> {
+/// Takes `<state>/lock` and the target directory itself (flock, released when the
+/// run's process ends; the target keeps no file of it): two runs on one state root
+/// would clear each other's containers as leftovers, and two on one target each
+/// other's work directories.
+fn lock(state_base: &Path, target: &Path) -> Result<Lock, RunError> {
     use std::os::unix::fs::MetadataExt;
+    let take = |file: std::fs::File, p: &Path, msg: &str| {
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|_| path_err(p, msg))
+    };
+    // The target first: failing there must not leave a lock file behind.
+    std::fs::create_dir_all(target).map_err(|e| path_err(target, e))?;
+    let dir = std::fs::File::open(target).map_err(|e| path_err(target, e))?;
+    let target = take(
+        dir,
+        target,
+        "another scenario run uses this target; wait for it to finish or pick another \
+         scenario.target",
+    )?;
     let p = state_base.join("lock");
-    loop {
+    let state = loop {
         std::fs::create_dir_all(state_base).map_err(|e| path_err(state_base, e))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -164,22 +180,22 @@ fn lock(state_base: &Path) -> Result<Lock, RunError> {
             .write(true)
             .open(&p)
             .map_err(|e| path_err(&p, e))?;
-        let flock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-            .map_err(|_| {
-                path_err(
-                    &p,
-                    "another scenario run holds this lock; wait for it to finish",
-                )
-            })?;
+        let flock = take(
+            file,
+            &p,
+            "another scenario run holds this lock; wait for it to finish",
+        )?;
         // The previous holder may have unlinked the file between our open and flock.
         let ours = flock.metadata().map_err(|e| path_err(&p, e))?.ino();
         if std::fs::metadata(&p).is_ok_and(|m| m.ino() == ours) {
-            return Ok(Lock {
-                path: p,
-                _flock: flock,
-            });
+            break flock;
         }
-    }
+    };
+    Ok(Lock {
+        path: p,
+        _state: state,
+        _target: target,
+    })
 }
 
 /// Removes what a crashed run left: journaled containers and directories, and work
@@ -307,7 +323,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         (wanted, chrono::Utc::now().to_rfc3339())
     };
 
-    let _lock = lock(&opts.state_base)?;
+    let _lock = lock(&opts.state_base, &scenario.target)?;
     let journal = Journal {
         path: opts.state_base.join("journal.jsonl"),
     };
@@ -676,6 +692,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_second_run_on_the_same_target_is_refused_whatever_its_state_root() {
+        // Two runs with their own state roots on one target: the second one's start
+        // removed the first one's siloc-scn-* directory as a crashed run's leftover.
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("target");
+        let first = lock(&d.path().join("state-a"), &target).unwrap();
+        let busy = target.join(format!("{ID_PREFIX}running"));
+        std::fs::create_dir_all(&busy).unwrap();
+        let e = lock(&d.path().join("state-b"), &target)
+            .err()
+            .expect("a second run on the same target was let in");
+        assert!(e.to_string().contains(&target.display().to_string()), "{e}");
+        assert!(busy.is_dir());
+        drop(first);
+        lock(&d.path().join("state-b"), &target).unwrap();
+    }
+
+    #[test]
     fn siloc_config_parses_as_host_config() {
         let s = Scenario::builtin(false).unwrap();
         let text = siloc_config(
@@ -729,11 +763,14 @@ mod tests {
     #[test]
     fn a_second_run_on_the_same_state_root_is_refused() {
         let t = tempfile::tempdir().unwrap();
-        let held = lock(t.path()).unwrap();
-        let e = lock(t.path()).err().unwrap().to_string();
+        let held = lock(t.path(), &t.path().join("target-a")).unwrap();
+        let e = lock(t.path(), &t.path().join("target-b"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("another scenario run"), "{e}");
         drop(held);
-        assert!(lock(t.path()).is_ok());
+        assert!(lock(t.path(), &t.path().join("target-b")).is_ok());
     }
 
     #[test]
