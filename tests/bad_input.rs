@@ -601,3 +601,36 @@ fn an_env_entry_without_a_name_is_refused_not_a_panic() {
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+#[test]
+fn a_process_file_without_args_or_with_a_relative_cwd_names_the_field() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("procf");
+    let c = Container::start(&env, &b, &id);
+    let process = env.dir.path().join("process.json");
+    // libcontainer said "PATH environment variable is not set" and "failed to unix
+    // syscall" for these.
+    for (body, needle) in [
+        (r#"{"args":[],"cwd":"/","user":{"uid":0,"gid":0}}"#, "args"),
+        (
+            r#"{"args":[""],"cwd":"/","user":{"uid":0,"gid":0}}"#,
+            "args",
+        ),
+        (
+            r#"{"args":["true"],"cwd":"rel","user":{"uid":0,"gid":0}}"#,
+            "cwd",
+        ),
+    ] {
+        std::fs::write(&process, body).unwrap();
+        let (ok, _, err) = env.detached(&["exec", "--process", process.to_str().unwrap(), &id]);
+        assert!(!ok, "{body}");
+        assert!(
+            err.contains("--process") && err.contains(needle),
+            "{body}: {err}"
+        );
+    }
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

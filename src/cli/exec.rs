@@ -154,13 +154,27 @@ fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
     Ok(Spec::load(c.bundle().join("config.json"))?)
 }
 
-/// Whether a process.json asks for a terminal; its env is checked on the way
-/// ([`crate::bundle::check_env`]).
+/// Whether a process.json asks for a terminal; its args, cwd and env are checked on
+/// the way ([`crate::bundle::check_env`]).
 fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
     let text =
         std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
     let p: Process = serde_json::from_slice(&text)
         .map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+    let program = p.args().as_ref().and_then(|a| a.first());
+    if program.is_none_or(|a0| a0.is_empty()) {
+        anyhow::bail!(
+            "--process {}: args: must name at least the program to run",
+            path.display()
+        );
+    }
+    if !p.cwd().is_absolute() {
+        anyhow::bail!(
+            "--process {}: cwd {:?}: must be an absolute path",
+            path.display(),
+            p.cwd()
+        );
+    }
     if let Err((i, why)) = crate::bundle::check_env(p.env().as_deref().unwrap_or_default()) {
         anyhow::bail!("--process {}: env[{i}]: {why}", path.display());
     }
