@@ -49,6 +49,8 @@ pub fn unpack_image(
     opts: &UnpackOptions,
 ) -> Result<UnpackReport, StoreError> {
     let start = Instant::now();
+    let name = opts.name.clone().unwrap_or_else(|| image.default_name());
+    Store::check_name(&name)?;
     let _lock = store.lock(false)?;
     store.clean_tmp();
     let mut seen = BTreeSet::new();
@@ -71,7 +73,7 @@ pub fn unpack_image(
         run_workers(store, todo, total, count, opts.jobs.max(1))?
     };
     let record = ImageRecord {
-        name: opts.name.clone().unwrap_or_else(|| image.default_name()),
+        name,
         manifest: image.manifest_digest.clone(),
         config_digest: image.config_digest.clone(),
         source: std::fs::canonicalize(&image.layout).unwrap_or_else(|_| image.layout.clone()),
@@ -214,6 +216,25 @@ mod tests {
             eprintln!("SKIPPED import test: needs root (unpacking sets owners)");
         }
         r
+    }
+
+    #[test]
+    fn a_name_the_store_cannot_hold_fails_before_any_layer_is_unpacked() {
+        let d = tempfile::tempdir().unwrap();
+        let img = layout(&d.path().join("img"));
+        let store = Store::open(&d.path().join("store")).unwrap();
+        // "" was saved as images/.json, which `ls`, `bundle` and `rm` never saw; a
+        // long name failed only after every layer was unpacked.
+        for name in [String::new(), "a".repeat(300)] {
+            let opts = UnpackOptions {
+                name: Some(name.clone()),
+                jobs: 1,
+            };
+            let e = unpack_image(&store, &img, &opts).unwrap_err().to_string();
+            assert!(e.contains("image name"), "{name:?}: {e}");
+            assert!(store.layers().unwrap().is_empty(), "{name:?}");
+            assert!(store.images().unwrap().is_empty(), "{name:?}");
+        }
     }
 
     #[test]

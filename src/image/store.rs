@@ -67,6 +67,8 @@ pub enum StoreError {
         expected: String,
         actual: String,
     },
+    #[error("image name {name:?}: {msg}")]
+    BadName { name: String, msg: String },
     #[error("no image {reference} in store {store}")]
     NoImage { reference: String, store: PathBuf },
     #[error("image reference {reference} is ambiguous in store {store}: {matches}")]
@@ -167,6 +169,9 @@ pub struct Store {
 }
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Longest escaped image name: `<name>.json.tmp<pid>` must fit NAME_MAX (255).
+const MAX_ESCAPED_NAME: usize = 200;
 
 impl Store {
     /// Opens the store at `root`, creating it (mode 0700: layers hold set-user-ID
@@ -362,6 +367,23 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Checks that an image of this name can be saved: not empty, and short enough
+    /// that its escaped file name (with a temporary suffix) fits a file name.
+    /// Errors: [`StoreError::BadName`].
+    pub fn check_name(name: &str) -> Result<(), StoreError> {
+        let bad = |msg: &str| StoreError::BadName {
+            name: name.to_string(),
+            msg: msg.to_string(),
+        };
+        if name.is_empty() {
+            return Err(bad("empty"));
+        }
+        if escape(name).len() > MAX_ESCAPED_NAME {
+            return Err(bad("too long for a file name in the store"));
+        }
+        Ok(())
     }
 
     fn image_path(&self, name: &str) -> PathBuf {
