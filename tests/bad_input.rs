@@ -634,3 +634,44 @@ fn a_process_file_without_args_or_with_a_relative_cwd_names_the_field() {
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+#[test]
+fn exec_writes_its_process_file_nowhere_another_user_can_reach() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("exectmp");
+    let c = Container::start(&env, &b, &id);
+    // exec wrote /tmp/siloc-exec-<pid>.json with a plain write: any user could put a
+    // symlink there first (pids are predictable) and have root overwrite its target.
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let canary = env.dir.path().join("canary");
+    std::fs::write(&canary, "untouched").unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for pid in last..last + 500 {
+        std::os::unix::fs::symlink(&canary, tmp.join(format!("siloc-exec-{pid}.json"))).unwrap();
+    }
+    let o = env
+        .cmd(&["exec", &id, "true"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "untouched");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // nor does it need a temporary directory at all
+    let file = env.dir.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let o = env
+        .cmd(&["exec", &id, "true"])
+        .env("TMPDIR", &file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

@@ -2,6 +2,8 @@
 //! command line on top of the container's own process (runc's rules: env appended,
 //! `--cap` added to every set, `--user uid[:gid]`, `--cwd`, `--no-new-privs`).
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use oci_spec::runtime::{Capability, Process, Spec};
@@ -185,20 +187,46 @@ fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
 pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
     engine::load(&ctx.root, &a.id)?;
-    let (process, generated) = match &a.process {
-        Some(p) => (std::path::absolute(p)?, None),
+    // The generated file lives in siloc's own record dir of the container (root's,
+    // under the state root), created new (O_EXCL: no symlink followed, 0600) and
+    // removed when dropped: a plain write to a fixed name in a world-writable /tmp let
+    // any user plant a symlink there and have root overwrite its target.
+    let mut generated = None;
+    let process = match &a.process {
+        Some(p) => std::path::absolute(p)?,
         None => {
             let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
-            let path = std::env::temp_dir().join(format!("siloc-exec-{}.json", std::process::id()));
-            std::fs::write(&path, serde_json::to_vec(&p)?)?;
-            (path.clone(), Some(path))
+            let rec = record::dir(&ctx.root, &a.id);
+            let dir = if rec.is_dir() {
+                rec
+            } else {
+                std::env::temp_dir()
+            };
+            let path = dir.join(format!("siloc-exec-{}.json", std::process::id()));
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| anyhow::anyhow!("exec: {}: {e}", path.display()))?;
+            let file = generated.insert(RemoveOnDrop(path));
+            f.write_all(&serde_json::to_vec(&p)?)
+                .map_err(|e| anyhow::anyhow!("exec: {}: {e}", file.0.display()))?;
+            file.0.clone()
         }
     };
     let result = exec_process(ctx, &a, process);
-    if let Some(p) = generated {
-        let _ = std::fs::remove_file(p);
-    }
+    drop(generated);
     result
+}
+
+/// Removes the file when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32> {
