@@ -8,9 +8,10 @@
 #    kill [--all], pause, resume, delete [--force], each with --log FILE --log-format
 #    json; siloc's state root is private too (--runc-root).
 # 2. with the CRI plugin and a config.toml whose runtimes name siloc as BinaryName
-#    (the default `runc` handler, and a `siloc` handler with the pod_annotations
-#    allowlist io.siloc.*), driven as the kubelet drives it (integration/lib/cri.py:
-#    RunPodSandbox with a runtime handler, as a RuntimeClass gives it, CreateContainer,
+#    (the default `runc` handler, and a `siloc` handler with a pod_annotations
+#    allowlist of siloc's policy annotations), driven as the kubelet drives it
+#    (integration/lib/cri.py: RunPodSandbox with a runtime handler, as a RuntimeClass
+#    gives it, CreateContainer,
 #    StartContainer, ExecSync, ContainerStatus, StopPodSandbox, RemovePodSandbox).
 #    BinaryName is a CRI setting: ctr ignores it and needs --runc-binary.
 . "$(dirname "$0")/lib/e2e.sh"
@@ -300,10 +301,11 @@ cri_tables=$(cat <<EOF
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$SILOC"
         Root = "$T/siloc-root-runc"
-    # RuntimeClass handler "siloc": siloc, and io.siloc.* pod annotations reach it.
+    # RuntimeClass handler "siloc": siloc, and its policy pod annotations reach it
+    # (never io.siloc.rootfs.*: those name host paths).
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.siloc]
       runtime_type = "io.containerd.runc.v2"
-      pod_annotations = ["io.siloc.*"]
+      pod_annotations = ["io.siloc.userns", "io.siloc.userns.size", "io.siloc.numa", "io.siloc.io.*"]
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.siloc.options]
         BinaryName = "$SILOC"
         Root = "$T/siloc-root-siloc"
@@ -341,19 +343,22 @@ c_cri_default_handler() {
   expect_eq "$out $rc" "exec-sync 3" "ExecSync output and exit code"
 }
 
-# RuntimeClass handler "siloc": io.siloc.* pod annotations reach siloc, others do not;
-# a container's exit code reaches ContainerStatus.
+# RuntimeClass handler "siloc": its policy pod annotations reach siloc, others (and
+# the rootfs ones, which name host paths) do not; a container's exit code reaches
+# ContainerStatus. The rootfs value would fail create if it leaked (no such parent).
 c_cri_siloc_handler() {
-  local pod cid st
-  pod=$(cri runp tuned siloc io.siloc.numa=auto example.com/other=x)
+  local pod cid st leak=io.siloc.rootfs.upper=/nonexistent-siloc-e2e/upper
+  pod=$(cri runp tuned siloc io.siloc.numa=auto example.com/other=x "$leak")
   echo "$pod" >>"$T/pods"
-  cid=$(cri create "$pod" tuned app "$BB" '["sleep","1000"]' io.siloc.numa=auto example.com/other=x)
+  cid=$(cri create "$pod" tuned app "$BB" '["sleep","1000"]' io.siloc.numa=auto io.siloc.io.max=wbps=1G example.com/other=x "$leak")
   cri start "$cid"
   st=$(siloc_state siloc "$cid")
   expect_eq "$(jq -r .status <<<"$st")" running "siloc runs the container"
   expect_eq "$(jq -r '.annotations["io.siloc.numa"]' <<<"$st")" auto "allowlisted pod annotation"
   expect_match "$(jq -r '.annotations["io.siloc.numa.decision"]' <<<"$st")" '^mode=auto ' "siloc's NUMA decision"
+  expect_eq "$(jq -r '.annotations["io.siloc.io.max"]' <<<"$st")" wbps=1G "allowlisted io.siloc.io.* pod annotation"
   expect_eq "$(jq -r '.annotations["example.com/other"] // "absent"' <<<"$st")" absent "other annotation"
+  expect_eq "$(jq -r '.annotations["io.siloc.rootfs.upper"] // "absent"' <<<"$st")" absent "rootfs annotation"
   expect_eq "$(siloc_state siloc "$pod" | jq -r '.annotations["io.siloc.numa"]')" auto "the pod sandbox's"
   cid=$(cri create "$pod" tuned fails "$BB" '["sh","-c","exit 7"]' io.siloc.numa=auto example.com/other=x)
   cri start "$cid"
@@ -375,6 +380,6 @@ c_cri_stop_remove() {
 
 e2e_case "CRI: images in k8s.io, Version" c_cri_ready
 e2e_case "CRI default handler (runc options BinaryName=siloc): pod, log, ExecSync" c_cri_default_handler
-e2e_case "CRI handler siloc: io.siloc.* pod annotations reach siloc, exit code 7" c_cri_siloc_handler
+e2e_case "CRI handler siloc: policy pod annotations reach siloc, rootfs ones do not, exit code 7" c_cri_siloc_handler
 e2e_case "CRI StopPodSandbox, RemovePodSandbox: nothing left" c_cri_stop_remove
 e2e_finish
