@@ -231,6 +231,18 @@ impl HostConfig {
         if self.userns.pool_size == Some(0) {
             return Err(invalid("userns.pool_size", "must be at least 1".into()));
         }
+        // Host IDs end below 4294967295, which is (uid_t)-1, "no ID" to the kernel.
+        if let (Some(start), Some(size)) = (self.userns.pool_start, self.userns.pool_size)
+            && u64::from(start) + u64::from(size) > u64::from(u32::MAX)
+        {
+            return Err(invalid(
+                "userns.pool_size",
+                format!(
+                    "pool_start {start} + pool_size {size} passes the last host ID {}",
+                    u32::MAX - 1
+                ),
+            ));
+        }
         for (name, class) in &self.io.class {
             for (key, v) in [("rbps", &class.rbps), ("wbps", &class.wbps)] {
                 if let Some(v) = v {
@@ -307,6 +319,8 @@ mod tests {
         assert!(e.to_string().contains("io.default_class"), "{e}");
         let e = parse("[userns]\ndefault = \"maybe\"\n").unwrap_err();
         assert!(e.to_string().contains("userns.default"), "{e}");
+        let e = parse("[userns]\npool_start = 4294000000\npool_size = 1000000\n").unwrap_err();
+        assert!(e.to_string().contains("userns.pool_size"), "{e}");
         let e = parse("[numa]\ndefault = \"on\"\n").unwrap_err();
         assert!(e.to_string().contains("numa.default"), "{e}");
         assert_eq!(

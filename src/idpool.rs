@@ -48,7 +48,10 @@ pub enum IdPoolError {
         pool_size: u32,
         live: usize,
     },
-    #[error("user namespace size {size} does not fit the ID pool ({pool_size} IDs)")]
+    #[error(
+        "user namespace size {size} (io.siloc.userns.size, default [userns] size) does not \
+         fit the ID pool ({pool_size} IDs)"
+    )]
     TooLarge { size: u32, pool_size: u32 },
     #[error("container {0} already holds an ID range")]
     AlreadyHeld(String),
@@ -307,6 +310,8 @@ mod tests {
         assert!(!p.release("a").unwrap());
         assert_eq!(p.allocate("c", 65536).unwrap().uid, 100_000);
         assert_eq!(p.get("b").unwrap(), Some(b));
+        let e = p.allocate("d", 3 * 65536).unwrap_err();
+        assert!(e.to_string().contains("io.siloc.userns.size"), "{e}");
         assert!(matches!(
             p.allocate("d", 3 * 65536),
             Err(IdPoolError::TooLarge { .. })
