@@ -227,6 +227,17 @@ fn wait_for_creator(root: &Path, id: &str) -> Result<(), LifecycleError> {
 /// with many containers dying at once exceeds (seen with 100 parallel deletes).
 const CGROUP_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Whether `pid` is the init (pid 1) of its own PID namespace: the last NSpid field
+/// of proc_pid_status(5). A container that joins another PID namespace is not.
+fn own_pid_namespace(pid: nix::unistd::Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|st| {
+        st.lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|v| v.split_whitespace().last())
+            == Some("1")
+    })
+}
+
 fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
     let deadline = std::time::Instant::now() + CGROUP_DRAIN;
     // Kill first and wait for the init to be gone (its pid namespace with it), so
@@ -235,8 +246,15 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
         && c.status() != libcontainer::container::ContainerStatus::Stopped
         && (force || c.status() == libcontainer::container::ContainerStatus::Created)
     {
-        let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
-        crate::pidfd::wait_exit(pid, CGROUP_DRAIN);
+        // The init of a PID namespace takes every process of it along when it dies
+        // (pid_namespaces(7)); libcontainer's kill --all builds a cgroup manager,
+        // which on cgroup v1 reads /proc/self/mountinfo once per controller.
+        if own_pid_namespace(pid) {
+            crate::pidfd::kill_and_wait(pid, CGROUP_DRAIN);
+        } else {
+            let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
+            crate::pidfd::wait_exit(pid, CGROUP_DRAIN);
+        }
     }
     let mut result = c.delete(force);
     // A cgroup still busy with dying processes: kill what is left, give the kernel

@@ -2,7 +2,7 @@
 //! has exited) through a pidfd (`pidfd_open(2)`, Linux 5.3+): the fd becomes
 //! readable when the process exits.
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -11,13 +11,49 @@ use nix::unistd::Pid;
 /// Waits up to `timeout` for `pid` to exit. Returns true when it has exited (or never
 /// existed), false on timeout or when pidfds are unavailable.
 pub fn wait_exit(pid: Pid, timeout: Duration) -> bool {
+    match open(pid) {
+        Ok(fd) => wait_fd(&fd, timeout),
+        Err(e) => e == nix::errno::Errno::ESRCH,
+    }
+}
+
+/// Sends SIGKILL to `pid` and waits up to `timeout` for it to exit, both through one
+/// pidfd, so a pid reused in between is never signalled (pidfd_send_signal(2), 5.1+).
+/// Returns true when it has exited (or never existed).
+pub fn kill_and_wait(pid: Pid, timeout: Duration) -> bool {
+    let fd = match open(pid) {
+        Ok(fd) => fd,
+        Err(e) => return e == nix::errno::Errno::ESRCH,
+    };
+    // SAFETY: pidfd_send_signal takes our pidfd, a signal number, a null siginfo and
+    // zero flags; it reads no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 && nix::errno::Errno::last() != nix::errno::Errno::ESRCH {
+        return false;
+    }
+    wait_fd(&fd, timeout)
+}
+
+fn open(pid: Pid) -> Result<OwnedFd, nix::errno::Errno> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     if fd < 0 {
-        return nix::errno::Errno::last() == nix::errno::Errno::ESRCH;
+        return Err(nix::errno::Errno::last());
     }
     // SAFETY: the kernel just returned this fd; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Polls pidfd `fd` until the process exits or `timeout` passes.
+fn wait_fd(fd: &OwnedFd, timeout: Duration) -> bool {
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let mut pfd = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
     loop {
@@ -56,5 +92,20 @@ mod tests {
         ));
         long.kill().unwrap();
         long.wait().unwrap();
+    }
+
+    #[test]
+    fn kills_and_waits() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(child.id() as i32);
+        let start = std::time::Instant::now();
+        assert!(kill_and_wait(pid, Duration::from_secs(5)));
+        let status = child.wait().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
     }
 }

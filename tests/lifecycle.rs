@@ -151,3 +151,57 @@ fn unexecutable_commands_fail_in_runc_words() {
     let o = env.siloc(&["exec", "nope", "true"]);
     assert_eq!(o.status.code(), Some(255));
 }
+
+/// `delete --force` of a running container leaves none of its processes: with its own
+/// PID namespace (siloc kills the init, the kernel the rest) and in the host's (siloc
+/// kills every process of the cgroup).
+#[test]
+fn forced_delete_kills_every_process_with_or_without_a_pid_namespace() {
+    needs_root!();
+    let env = TestEnv::new();
+    for (name, own_pidns) in [("ownns", true), ("hostns", false)] {
+        // Two background shells whose command lines carry the id, so traces_of
+        // finds them (a shell stays while its non-final sleep runs).
+        let id = env.id(name);
+        let script = format!("sh -c 'sleep 1001; : {id}' & sh -c 'sleep 1002; : {id}' & wait");
+        let mut b = env.bundle(name, &["sh", "-c", &script]);
+        if !own_pidns {
+            b.edit(|s| {
+                let ns = s["linux"]["namespaces"].as_array_mut().expect("namespaces");
+                ns.retain(|n| n["type"] != "pid");
+            });
+        }
+        let c = Container::create(&env, &b, &id);
+        env.ok(&["start", &id]);
+        // both sleeps are up
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while env
+            .siloc(&["ps", "--format", "json", &id])
+            .stdout
+            .iter()
+            .filter(|&&b| b == b',')
+            .count()
+            < 2
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "{name}: the sleeps never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let running = common::traces_of(&id);
+        let shells = running
+            .iter()
+            .filter(|t| t.contains(": sh -c sleep"))
+            .count();
+        assert_eq!(shells, 2, "{name}: {running:?}");
+        env.ok(&["delete", "--force", &id]);
+        drop(c);
+        assert!(
+            common::traces_of(&id).is_empty(),
+            "{name}: {:?}",
+            common::traces_of(&id)
+        );
+        assert!(env.leftovers().is_empty(), "{name}: {:?}", env.leftovers());
+    }
+}
