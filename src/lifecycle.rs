@@ -248,8 +248,10 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
     {
         // The init of a PID namespace takes every process of it along when it dies
         // (pid_namespaces(7)); libcontainer's kill --all builds a cgroup manager,
-        // which on cgroup v1 reads /proc/self/mountinfo once per controller.
-        if own_pid_namespace(pid) {
+        // which on cgroup v1 reads /proc/self/mountinfo once per controller. A frozen
+        // (paused) init would not die until thawed: libcontainer's kill thaws.
+        if c.status() != libcontainer::container::ContainerStatus::Paused && own_pid_namespace(pid)
+        {
             crate::pidfd::kill_and_wait(pid, CGROUP_DRAIN);
         } else {
             let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);

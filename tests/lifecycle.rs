@@ -205,3 +205,31 @@ fn forced_delete_kills_every_process_with_or_without_a_pid_namespace() {
         assert!(env.leftovers().is_empty(), "{name}: {:?}", env.leftovers());
     }
 }
+
+/// `delete --force` of a paused container: a frozen init dies only once thawed, so a
+/// plain SIGKILL would leave delete waiting out its drain timeout (10 s).
+#[test]
+fn forced_delete_of_a_paused_container_is_prompt() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("paused");
+    let c = Container::create(&env, &b, &id);
+    env.ok(&["start", &id]);
+    env.ok(&["pause", &id]);
+    assert_eq!(env.state(&id)["status"], "paused");
+    let start = std::time::Instant::now();
+    env.ok(&["delete", "--force", &id]);
+    let took = start.elapsed();
+    drop(c);
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "delete --force took {took:?}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(
+        common::traces_of(&id).is_empty(),
+        "{:?}",
+        common::traces_of(&id)
+    );
+}
