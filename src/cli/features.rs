@@ -37,7 +37,9 @@ pub fn document() -> serde_json::Value {
         "annotations": {
             "io.siloc.version": env!("CARGO_PKG_VERSION"),
             "io.siloc.userns": "auto|off",
+            "io.siloc.userns.size": "IDs in the container's range",
             "io.siloc.rootfs.layers": "JSON array of layer directories, base first",
+            "io.siloc.rootfs.upper": "persistent writable directory",
             "io.siloc.numa": "auto|node:N|off",
             "io.siloc.io": "class, max, weight",
             "org.opencontainers.runc.checkpoint.enabled": "false"
