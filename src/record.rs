@@ -83,10 +83,12 @@ pub fn dir(root: &Path, id: &str) -> PathBuf {
     root.join(".siloc").join("containers").join(id)
 }
 
-/// Holds the exclusive lock on the state root directory while alive.
+/// Holds the exclusive lock on a directory (the state root, or one container's) while
+/// alive.
 pub struct RootLock(#[allow(dead_code)] Flock<std::fs::File>);
 
-/// Takes the exclusive lock on `root` (created if missing). Errors name the root.
+/// Takes the exclusive flock on directory `root` (created if missing), waiting for
+/// it. Errors name the directory.
 pub fn lock_root(root: &Path) -> Result<RootLock, RecordError> {
     std::fs::create_dir_all(root).map_err(io(root))?;
     let f = std::fs::File::open(root).map_err(io(root))?;

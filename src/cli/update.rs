@@ -10,7 +10,7 @@
 //! create), `max` lifting a limit.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt, create_cgroup_manager};
 use oci_spec::runtime::{LinuxResources, Spec};
@@ -167,7 +167,8 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     // from the limits the last one saved.
     let from_file = a.resources.as_deref().map(read_resources).transpose()?;
     let flags = flags_json(&a)?;
-    let _lock = lock_dir(spec_path.parent().unwrap_or(&ctx.root))?;
+    // The same directory flock that guards the state root, here on the spec's dir.
+    let _lock = record::lock_root(spec_path.parent().unwrap_or(&ctx.root))?;
     let mut spec = Spec::load(&spec_path)?;
     let current = spec
         .linux()
@@ -246,13 +247,6 @@ pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     std::fs::rename(&tmp, &spec_path)
         .map_err(|e| anyhow::anyhow!("save {}: {e}", spec_path.display()))?;
     Ok(())
-}
-
-/// Holds an exclusive `flock` on directory `d` while alive.
-fn lock_dir(d: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
-    let f = std::fs::File::open(d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", d.display()))
 }
 
 /// The whole disks behind container `id`'s writable layer and volumes: those found
