@@ -233,3 +233,47 @@ fn forced_delete_of_a_paused_container_is_prompt() {
         common::traces_of(&id)
     );
 }
+
+#[test]
+fn a_relative_root_is_the_same_state_dir_as_its_absolute_path() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    // A per-container user namespace: create then changes directories the most.
+    b.annotate("io.siloc.userns", "auto").write();
+    let id = env.id("rel");
+    // runc makes --root absolute first; a relative one used to fail create with
+    // "No such file or directory" and leave a half-made record behind.
+    let rel = env.root.file_name().unwrap();
+    // create's container keeps its stdio: a pipe would never close, so stderr goes to
+    // a file.
+    let run = |args: &[&str]| {
+        let err = tempfile::NamedTempFile::new().expect("temp file");
+        let status = std::process::Command::new(common::siloc_bin())
+            .current_dir(env.dir.path())
+            .arg("--root")
+            .arg(rel)
+            .arg("--config")
+            .arg(&env.config)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(err.reopen().expect("reopen"))
+            .status()
+            .expect("run siloc");
+        (
+            status,
+            std::fs::read_to_string(err.path()).unwrap_or_default(),
+        )
+    };
+    let (status, err) = run(&["create", "--bundle", b.path(), &id]);
+    let _c = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    assert!(status.success(), "{err}");
+    assert_eq!(env.state(&id)["status"], "created");
+    let (status, err) = run(&["delete", "--force", &id]);
+    assert!(status.success(), "{err}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

@@ -196,8 +196,18 @@ pub fn main() -> i32 {
         let _ = <Cli as clap::CommandFactory>::command().print_help();
         return 0;
     };
+    // runc makes --root absolute before anything else: libcontainer changes the
+    // working directory while it creates a container, and a relative state root would
+    // then name another place (and leave a half-made record behind).
+    let root = match std::path::absolute(&cli.root) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("--root {}: {e}", cli.root.display());
+            return 1;
+        }
+    };
     let ctx = Ctx {
-        root: cli.root,
+        root,
         systemd: cli.systemd_cgroup,
         config_path: cli.config,
     };
