@@ -128,6 +128,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             let ns = rootfs::userns_with_mapping(uid, gid)?;
             rec.prepared.mount = Some(RootfsMount::IdmapBind);
             rec.save(env.state_root)?;
+            rootfs::creator_ns::enter(&rec.rootfs)?;
             rootfs::mount_idmapped_bind(&rec.rootfs, std::os::fd::AsFd::as_fd(&ns))?;
             crash_point("after-mount");
         }
@@ -152,6 +153,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                 source: source.clone(),
             });
             rec.save(env.state_root)?;
+            rootfs::creator_ns::enter(&rec.rootfs)?;
             let report = rootfs::mount_overlay(
                 &rec.rootfs,
                 &OverlaySpec {

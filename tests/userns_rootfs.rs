@@ -58,6 +58,27 @@ fn range_of(env: &TestEnv, id: &str) -> (u32, u32, u32) {
     (get("uid"), get("gid"), get("size"))
 }
 
+/// The container's rootfs as the host reaches it: its init's root.
+fn root_of(env: &TestEnv, id: &str) -> PathBuf {
+    let pid = env.state(id)["pid"].as_i64().expect("pid");
+    PathBuf::from(format!("/proc/{pid}/root"))
+}
+
+/// The mounts at "/" in the container's mount table (fstype of each): siloc attaches
+/// the rootfs in the namespace the container is created from, never in the host's.
+fn container_root_mounts(env: &TestEnv, id: &str) -> Vec<String> {
+    let pid = env.state(id)["pid"].as_i64().expect("pid");
+    std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some("/"))
+        .filter_map(|l| {
+            l.split_once(" - ")
+                .map(|(_, post)| post.split(' ').next().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
 fn mounts_at(p: &Path) -> usize {
     common::mounts_under(p)
         .iter()
@@ -75,8 +96,17 @@ fn layered_rootfs_ownership_inside_and_outside() {
     let c = Container::start(&env, &b, &id);
     let (uid, gid, size) = range_of(&env, &id);
     assert!(uid >= 100_000 && size == 65536, "range {uid} {size}");
-    let rootfs = b.dir.join("rootfs");
-    assert_eq!(mounts_at(&rootfs), 1, "exactly one mount at root.path");
+    assert_eq!(
+        container_root_mounts(&env, &id),
+        ["overlay"],
+        "one rootfs mount"
+    );
+    assert_eq!(
+        mounts_at(&b.dir.join("rootfs")),
+        0,
+        "nothing on the host's table"
+    );
+    let rootfs = root_of(&env, &id);
     assert_eq!(
         env.state(&id)["annotations"]["io.siloc.rootfs.assembly"],
         "overlay layers=3 trees=1 idmapped=yes attached=1 via=lowerdir+"
@@ -99,7 +129,7 @@ fn layered_rootfs_ownership_inside_and_outside() {
         .map(|x| x.parse().unwrap())
         .collect();
     assert_eq!(map, vec![0, uid, size]);
-    // Outside, through the mount: the container's range.
+    // Outside, through the container's root: the container's range.
     let m = std::fs::metadata(rootfs.join("bin/busybox")).unwrap();
     assert_eq!((m.uid(), m.gid()), (uid, gid));
     let m = std::fs::metadata(rootfs.join("etc/owned-by-1000")).unwrap();
@@ -135,10 +165,10 @@ fn two_containers_share_layers_with_disjoint_ids() {
         let (_, out, _) = c.exec(&["cat", "/etc/top"]);
         assert_eq!(out, "0");
     }
-    let o1 = std::fs::metadata(b1.dir.join("rootfs/bin/busybox"))
+    let o1 = std::fs::metadata(root_of(&env, &i1).join("bin/busybox"))
         .unwrap()
         .uid();
-    let o2 = std::fs::metadata(b2.dir.join("rootfs/bin/busybox"))
+    let o2 = std::fs::metadata(root_of(&env, &i2).join("bin/busybox"))
         .unwrap()
         .uid();
     assert_eq!((o1, o2), (u1, u2));
@@ -440,10 +470,12 @@ fn layers_on_two_filesystems() {
     let c = Container::start(&env, &b, &id);
     let (_, out, _) = c.exec(&["sh", "-c", "cat /etc/top; stat -c %u /etc/top"]);
     let asm = env.state(&id)["annotations"]["io.siloc.rootfs.assembly"].clone();
-    assert_eq!(mounts_at(&b.dir.join("rootfs")), 1);
+    let root_mounts = container_root_mounts(&env, &id);
+    let on_host = mounts_at(&b.dir.join("rootfs"));
     drop(c);
     let _ = nix::mount::umount2(&tmp, nix::mount::MntFlags::MNT_DETACH);
     assert_eq!(out, "tmpfs0\n");
+    assert_eq!((root_mounts, on_host), (vec!["overlay".to_string()], 0));
     assert_eq!(
         asm,
         "overlay layers=3 trees=2 idmapped=yes attached=1 via=lowerdir+"

@@ -13,6 +13,7 @@
 //! Plain directory rootfs under a user namespace: one idmapped clone of the directory
 //! attached on top of itself.
 
+pub mod creator_ns;
 pub mod mountapi;
 mod private_ns;
 pub mod userns_fd;
