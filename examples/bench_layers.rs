@@ -14,8 +14,9 @@
 //! `io.siloc.userns=auto`, run concurrently, then `siloc delete`, for each L, repeated
 //! in rounds of alternating L order, with the ratio of the median rounds' times for the
 //! largest and smallest L (target ≤ 1.1) and the mount-table changes one create+delete
-//! makes in the host mount namespace (strace of the siloc process, children excluded:
-//! the container's own mounts happen in its mount namespace).
+//! makes (strace of the siloc process, children excluded: the container's own mounts
+//! happen in its mount namespace). siloc attaches the rootfs in the private mount
+//! namespace `create` runs in, so the host's table (the peak column) does not grow.
 //!
 //! Every mount goes under a private work directory that is removed at the end.
 
@@ -393,7 +394,7 @@ fn runtime_ops(siloc: &Path, state: &Path, cfg: &Path, bundle: &Path) -> Option<
     let b = bundle.to_str()?;
     trace(&["create", "--bundle", b, "ops-probe"], &out)?;
     // Only move_mount, mount and umount2 change a mount table; a detached fsmount
-    // does not until it is moved.
+    // does not until it is moved, nor does a mount(2) that only sets propagation.
     let count = |p: &Path| {
         std::fs::read_to_string(p)
             .unwrap_or_default()
@@ -403,6 +404,7 @@ fn runtime_ops(siloc: &Path, state: &Path, cfg: &Path, bundle: &Path) -> Option<
                     .iter()
                     .any(|c| l.starts_with(c))
                     && !l.contains("= -1")
+                    && !propagation_only(l)
             })
             .count()
     };
@@ -411,6 +413,29 @@ fn runtime_ops(siloc: &Path, state: &Path, cfg: &Path, bundle: &Path) -> Option<
     let deleted = count(&out);
     let _ = std::fs::remove_file(&out);
     Some(created + deleted)
+}
+
+/// Whether a strace line is `mount(NULL, path, NULL, MS_SLAVE|MS_PRIVATE|…, NULL)`:
+/// a propagation change, which adds or removes no mount.
+fn propagation_only(line: &str) -> bool {
+    let Some(flags) = line
+        .strip_prefix("mount(NULL, ")
+        .and_then(|r| r.split_once(", NULL, "))
+        .and_then(|(_, r)| r.split_once(','))
+        .map(|(f, _)| f)
+    else {
+        return false;
+    };
+    flags.split('|').all(|f| {
+        [
+            "MS_SLAVE",
+            "MS_PRIVATE",
+            "MS_SHARED",
+            "MS_UNBINDABLE",
+            "MS_REC",
+        ]
+        .contains(&f.trim())
+    })
 }
 
 fn run_runtime(args: &Args, work: &Path, l: usize, layers: &[PathBuf], jobs: usize) -> Row {
