@@ -173,27 +173,16 @@ fn forced_delete_kills_every_process_with_or_without_a_pid_namespace() {
         }
         let c = Container::create(&env, &b, &id);
         env.ok(&["start", &id]);
-        // both sleeps are up
+        // Both inner shells are up: poll their command lines, since a forked child
+        // shows its parent's until it execs.
         let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while env
-            .siloc(&["ps", "--format", "json", &id])
-            .stdout
-            .iter()
-            .filter(|&&b| b == b',')
-            .count()
-            < 2
-        {
-            assert!(
-                std::time::Instant::now() < end,
-                "{name}: the sleeps never started"
-            );
+        let shells_of = |r: &[String]| r.iter().filter(|t| t.contains(": sh -c sleep")).count();
+        let mut running = common::traces_of(&id);
+        while shells_of(&running) < 2 && std::time::Instant::now() < end {
             std::thread::sleep(std::time::Duration::from_millis(20));
+            running = common::traces_of(&id);
         }
-        let running = common::traces_of(&id);
-        let shells = running
-            .iter()
-            .filter(|t| t.contains(": sh -c sleep"))
-            .count();
+        let shells = shells_of(&running);
         assert_eq!(shells, 2, "{name}: {running:?}");
         env.ok(&["delete", "--force", &id]);
         drop(c);
