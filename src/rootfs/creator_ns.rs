@@ -26,7 +26,9 @@ use super::RootfsError;
 /// Moves this process into a private copy of its mount namespace and makes the mount
 /// that holds `target` a slave there, so a mount attached at `target` stays in the copy
 /// (mount_namespaces(7): a slave receives propagation but sends none). Every other
-/// mount keeps its propagation, so the container's volumes propagate as under runc.
+/// mount keeps its propagation. Known limit: a volume from that same mount becomes a
+/// slave too, so `rshared` mounts made under it inside the container do not reach the
+/// host (runc's do).
 ///
 /// Must run while siloc is single-threaded (`unshare(CLONE_NEWNS)` refuses a process
 /// whose threads share its filesystem context).
