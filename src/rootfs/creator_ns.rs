@@ -61,6 +61,7 @@ fn mount_point_of(p: &Path) -> Result<std::path::PathBuf, RootfsError> {
             return Ok(dir.to_path_buf());
         }
     }
+    // Only a relative `p` or a kernel that cannot tell gets here.
     Ok("/".into())
 }
 
@@ -85,12 +86,8 @@ fn is_mount_root(p: &Path) -> Result<bool, RootfsError> {
     if r != 0 {
         return Err(sys(Errno::last()));
     }
-    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
-    if buf.stx_attributes_mask & bit == 0 {
-        // A kernel before 5.8 cannot say; "/" is then the safe, wider answer.
-        return Ok(p == Path::new("/"));
-    }
-    Ok(buf.stx_attributes & bit != 0)
+    // A kernel before 5.8 never sets the bit: the walk then ends at "/", the wider answer.
+    Ok(buf.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
 }
 
 #[cfg(test)]
