@@ -26,7 +26,7 @@ fn legacy_path_layers_under_userns() {
         &[
             "sh",
             "-c",
-            "cat /etc/marker; stat -c %u /bin/busybox; touch /w; exec sleep 1000",
+            "cat /etc/marker; stat -c %u /bin/busybox; touch /w && echo written; exec sleep 1000",
         ],
     );
     b.annotate(
@@ -68,12 +68,13 @@ fn legacy_path_layers_under_userns() {
     let mut text = String::new();
     while std::time::Instant::now() < end {
         text = std::fs::read_to_string(&out).unwrap_or_default();
-        if text.lines().count() >= 2 {
+        // The last line comes after the write, so the upper dir is checked only then.
+        if text.lines().count() >= 3 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(text, "4\n0\n", "container view of the layers");
+    assert_eq!(text, "4\n0\nwritten\n", "container view of the layers");
     let written = env.data.join("containers").join(&id).join("upper/w");
     assert!(
         std::fs::metadata(&written).is_ok(),
