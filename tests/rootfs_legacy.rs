@@ -11,7 +11,13 @@ use common::{Bundle, Container, TestEnv, make_busybox_rootfs, mounts_under};
 fn legacy_path_layers_under_userns() {
     needs_root!();
     let env = TestEnv::new();
-    let layers = env.dir.path().join("layers");
+    // The layers sit on a shared mount, as under systemd: open_tree clones of it are
+    // its peers, so anything mounted on them would reach the host.
+    let shared = env.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let s = shared.to_str().unwrap();
+    assert!(run_ok("mount", &["--bind", s, s]) && run_ok("mount", &["--make-shared", s]));
+    let layers = shared.join("layers");
     make_busybox_rootfs(&layers.join("0"));
     for i in 1..5 {
         let d = layers.join(i.to_string()).join("etc");
@@ -62,8 +68,9 @@ fn legacy_path_layers_under_userns() {
         line.contains("lowerdir=/proc/self/fd/"),
         "not the legacy path: {line}"
     );
-    // Nothing on the host: neither the detached trees nor the rootfs.
-    assert_eq!(mounts_under(env.dir.path()), Vec::<String>::new());
+    // Nothing on the host but the test's own bind mount: neither the detached trees nor
+    // the overlay, nor anything propagated from them.
+    assert_eq!(mounts_under(env.dir.path()), vec![s.to_string()]);
     let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut text = String::new();
     while std::time::Instant::now() < end {
@@ -81,5 +88,14 @@ fn legacy_path_layers_under_userns() {
         "write did not land in the upper dir"
     );
     drop(c);
+    assert_eq!(mounts_under(env.dir.path()), vec![s.to_string()]);
+    let _ = nix::mount::umount2(&shared, nix::mount::MntFlags::MNT_DETACH);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+fn run_ok(cmd: &str, args: &[&str]) -> bool {
+    std::process::Command::new(cmd)
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
 }

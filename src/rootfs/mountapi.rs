@@ -23,6 +23,7 @@ const FSMOUNT_CLOEXEC: libc::c_uint = 1;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_SET_FD: libc::c_uint = 5;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const MS_PRIVATE: u64 = 1 << 18;
 
 /// `MOUNT_ATTR_RDONLY`: the mount is read-only.
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -95,6 +96,31 @@ pub fn set_attr(
             tree.as_raw_fd(),
             c"".as_ptr(),
             flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+}
+
+/// `mount_setattr(tree, "", AT_EMPTY_PATH|AT_RECURSIVE, {propagation: MS_PRIVATE})`:
+/// every mount of a detached tree leaves its peer group. An `open_tree` clone of a
+/// shared mount is a peer of it (mount_setattr(2), "propagation"), so a mount made on
+/// top of the clone would otherwise appear at the original as well.
+pub fn make_private(tree: BorrowedFd<'_>) -> Result<(), Errno> {
+    let attr = MountAttr {
+        attr_set: 0,
+        attr_clr: 0,
+        propagation: MS_PRIVATE,
+        userns_fd: 0,
+    };
+    // SAFETY: as in `set_attr`: the empty path and `attr` outlive the call, and the
+    // size is exactly that of `attr`.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            AT_EMPTY_PATH | AT_RECURSIVE,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

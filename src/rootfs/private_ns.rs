@@ -7,8 +7,9 @@
 //! that ("fs: allow detached mounts in clone_private_mount()").
 //!
 //! So a helper process unshares a private mount namespace, attaches the detached trees
-//! there, mounts the overlay with `mount(2)` (`/proc/self/fd/N` lowerdirs, the same fd
-//! numbers as the caller's), and sends a detached clone of that overlay mount back
+//! there (made private first: a clone of a shared mount is its peer), mounts the
+//! overlay with `mount(2)` (`/proc/self/fd/N` lowerdirs, the same fd numbers as the
+//! caller's), and sends a detached clone of that overlay mount back
 //! over a socket (SCM_RIGHTS). The caller attaches it: the host's mount table sees one
 //! change, and the trees and the helper's own overlay mount vanish with its namespace,
 //! also when anything crashes.
@@ -30,10 +31,11 @@ use nix::unistd::{ForkResult, fork};
 use super::{RootfsError, mountapi};
 
 /// The helper's steps, named in errors; the index travels over the socket.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     "helper for the mount(2) overlay path",
     "unshare mount namespace (helper)",
     "make mounts private (helper)",
+    "make layer tree private (helper)",
     "attach layer tree (helper)",
     "mount overlay",
     "clone overlay mount (helper)",
@@ -125,9 +127,14 @@ fn helper(
         None::<&str>,
     )
     .map_err(|e| (2, e))?;
+    // A clone of a shared mount is still its peer, also here: private, or the trees
+    // stacked below and the overlay on top would show up on the host's layer mount.
+    for t in trees {
+        mountapi::make_private(t.as_fd()).map_err(|e| (3, e))?;
+    }
     // Stacked on one directory: overlayfs only needs them in this namespace.
     for t in trees {
-        mountapi::move_mount_to(t.as_fd(), park).map_err(|e| (3, e))?;
+        mountapi::move_mount_to(t.as_fd(), park).map_err(|e| (4, e))?;
     }
     mount(
         Some(source),
@@ -136,8 +143,8 @@ fn helper(
         MsFlags::empty(),
         Some(options),
     )
-    .map_err(|e| (4, e))?;
-    mountapi::clone_tree(park, false).map_err(|e| (5, e))
+    .map_err(|e| (5, e))?;
+    mountapi::clone_tree(park, false).map_err(|e| (6, e))
 }
 
 /// Reads the helper's 5-byte answer and the fd that comes with a success.
