@@ -81,6 +81,19 @@ pub fn parse(text: &[u8]) -> Result<Spec, (String, String)> {
     })
 }
 
+/// The values of `linux.rootfsPropagation` runc accepts: runtime-spec config-linux.md
+/// names the four plain ones, runc (and podman) also pass the recursive `r` forms.
+pub const ROOTFS_PROPAGATION: [&str; 8] = [
+    "shared",
+    "rshared",
+    "slave",
+    "rslave",
+    "private",
+    "rprivate",
+    "unbindable",
+    "runbindable",
+];
+
 /// Checks the rules of runtime-spec `config.md` and `config-linux.md` that a runtime
 /// must enforce at create time. Errors: (field path, message).
 pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
@@ -130,6 +143,14 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
                     &format!("{:?} is listed twice", ns.typ()),
                 );
             }
+        }
+        if let Some(p) = linux.rootfs_propagation()
+            && !ROOTFS_PROPAGATION.contains(&p.as_str())
+        {
+            return bad(
+                "linux.rootfsPropagation",
+                &format!("{p:?} is not one of {}", ROOTFS_PROPAGATION.join(", ")),
+            );
         }
         let has_userns = seen.contains(&oci_spec::runtime::LinuxNamespaceType::User);
         let has_maps = linux.uid_mappings().as_ref().is_some_and(|m| !m.is_empty())

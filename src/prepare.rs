@@ -360,14 +360,22 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
 }
 
 /// Applies the plan's outcome to the spec libcontainer will run: the user namespace
-/// and mappings, the absolute root.path, a default cgroupsPath, and siloc's report
-/// annotations.
+/// and mappings, the absolute root.path, a default cgroupsPath, rootfsPropagation in
+/// libcontainer's names, and siloc's report annotations.
 pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, PrepareError> {
     let se = |e: oci_spec::OciSpecError| PrepareError::Spec(e.to_string());
     if let Some(root) = spec.root_mut() {
         root.set_path(rec.rootfs.clone());
     }
     let mut linux = spec.linux().clone().unwrap_or_default();
+    // libcontainer 0.7 knows only the plain names and always applies them recursively
+    // (MS_REC), which is what the `r` forms runc also takes mean.
+    if let Some(p) = linux.rootfs_propagation().clone()
+        && let Some(plain) = p.strip_prefix('r')
+        && crate::bundle::ROOTFS_PROPAGATION.contains(&plain)
+    {
+        linux.set_rootfs_propagation(Some(plain.to_string()));
+    }
     if linux.cgroups_path().is_none() {
         // runc puts a container without cgroupsPath under its own name; siloc prefixes
         // the name so its cgroups are easy to tell apart.

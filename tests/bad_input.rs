@@ -74,6 +74,13 @@ fn malformed_and_schema_invalid_config_name_the_field() {
             &good.replace("\"destination\": \"/proc\"", "\"destination\": \"proc\""),
             "mounts[0].destination",
         ),
+        (
+            &good.replace(
+                "\"linux\": {",
+                "\"linux\": {\"rootfsPropagation\": \"rshare\",",
+            ),
+            "linux.rootfsPropagation",
+        ),
     ];
     for (text, field) in cases {
         std::fs::write(&cfg, text).unwrap();

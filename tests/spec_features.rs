@@ -178,6 +178,33 @@ fn bind_mount_propagation() {
     assert_eq!(out, "1\n0\n", "exit {code}: {err}");
 }
 
+/// runc takes the recursive forms (`rshared`, `rslave`, ...) that podman passes, as
+/// well as the four names runtime-spec lists; each must run.
+#[test]
+fn rootfs_propagation_takes_runcs_names() {
+    needs_root!();
+    let env = TestEnv::new();
+    for (i, p) in [
+        "shared",
+        "rshared",
+        "slave",
+        "rslave",
+        "private",
+        "rprivate",
+        "unbindable",
+        "runbindable",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = env.bundle(&format!("b{i}"), &["true"]);
+        b.edit(|s| s["linux"]["rootfsPropagation"] = p.into());
+        let (code, _, err) = run(&env, &b, &format!("p{i}"));
+        assert_eq!(code, 0, "rootfsPropagation {p}: {err}");
+    }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 #[test]
 fn capabilities_and_rlimits() {
     needs_root!();
