@@ -192,6 +192,21 @@ impl IdPool {
     /// Errors: [`IdPoolError::Exhausted`], [`IdPoolError::TooLarge`],
     /// [`IdPoolError::AlreadyHeld`], table I/O.
     pub fn allocate(&self, id: &str, size: u32) -> Result<Range, IdPoolError> {
+        self.allocate_preferring(id, size, None)
+    }
+
+    /// As [`IdPool::allocate`], but the range whose host root is `prefer` (uid, gid)
+    /// when that one is aligned, inside the pool and free: a persistent upper dir is
+    /// owned by the range of the container that made it, and its files keep their
+    /// owners only under that range. Otherwise first fit, as `allocate`.
+    ///
+    /// Errors: as [`IdPool::allocate`].
+    pub fn allocate_preferring(
+        &self,
+        id: &str,
+        size: u32,
+        prefer: Option<(u32, u32)>,
+    ) -> Result<Range, IdPoolError> {
         let pool = self.pool;
         if size == 0 || size > pool.size {
             return Err(IdPoolError::TooLarge {
@@ -203,11 +218,18 @@ impl IdPool {
             if t.ranges.contains_key(id) {
                 return Err(IdPoolError::AlreadyHeld(id.to_string()));
             }
-            let offset = first_fit(&t.ranges, size, pool.size).ok_or(IdPoolError::Exhausted {
-                size,
-                pool_size: pool.size,
-                live: t.ranges.len(),
-            })?;
+            let wanted = prefer.and_then(|(u, g)| {
+                let off = u64::from(u.checked_sub(pool.uid_start)?);
+                (u64::from(g.checked_sub(pool.gid_start)?) == off).then_some(off)
+            });
+            let offset = wanted
+                .filter(|&o| fits_at(&t.ranges, o, size, pool.size))
+                .or_else(|| first_fit(&t.ranges, size, pool.size))
+                .ok_or(IdPoolError::Exhausted {
+                    size,
+                    pool_size: pool.size,
+                    live: t.ranges.len(),
+                })?;
             t.ranges.insert(id.to_string(), (offset, size));
             Ok((range_at(pool, offset, size), true))
         })
@@ -250,6 +272,17 @@ fn range_at(pool: Pool, offset: u64, size: u32) -> Range {
     }
 }
 
+/// Whether `size` IDs at `offset` are aligned, inside `pool_size` and clear of every
+/// taken range. Pure, so the rule is unit-tested.
+fn fits_at(taken: &BTreeMap<String, (u64, u32)>, offset: u64, size: u32, pool_size: u32) -> bool {
+    let end = offset + u64::from(size);
+    offset % ALIGN == 0
+        && end <= u64::from(pool_size)
+        && taken
+            .values()
+            .all(|&(o, s)| end <= o || o + u64::from(s) <= offset)
+}
+
 /// The lowest aligned offset where `size` IDs fit between the taken ranges and below
 /// `pool_size`. Pure, so the packing rule is unit-tested.
 fn first_fit(taken: &BTreeMap<String, (u64, u32)>, size: u32, pool_size: u32) -> Option<u64> {
@@ -290,6 +323,33 @@ mod tests {
         t.insert("a".into(), (0, 1000));
         assert_eq!(first_fit(&t, 10, 4 * 65536), Some(131072));
         assert_eq!(first_fit(&t, 65536 * 3, 4 * 65536), None);
+    }
+
+    #[test]
+    fn a_preferred_range_is_taken_only_when_aligned_inside_and_free() {
+        let taken: BTreeMap<String, (u64, u32)> = [("a".to_string(), (65536, 65536))].into();
+        let pool_size = 4 * 65536;
+        assert!(fits_at(&taken, 0, 65536, pool_size));
+        assert!(fits_at(&taken, 2 * 65536, 65536, pool_size));
+        assert!(!fits_at(&taken, 65536, 65536, pool_size), "taken");
+        assert!(!fits_at(&taken, 0, 65537, pool_size), "runs into a");
+        assert!(!fits_at(&taken, 1000, 1, pool_size), "unaligned");
+        assert!(
+            !fits_at(&taken, 3 * 65536, 65537, pool_size),
+            "past the pool"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = IdPool::new(dir.path(), pool(4 * 65536));
+        p.allocate("x", 65536).unwrap();
+        let want = (100_000 + 2 * 65536, 200_000 + 2 * 65536);
+        let r = p.allocate_preferring("a", 65536, Some(want)).unwrap();
+        assert_eq!((r.uid, r.gid), want);
+        // Held now, or not a range start, or uid and gid apart: first fit instead.
+        for prefer in [want, (100_005, 200_005), (want.0, 200_000)] {
+            let r = p.allocate_preferring("b", 65536, Some(prefer)).unwrap();
+            assert_eq!(r.uid, 100_000 + 65536, "{prefer:?}");
+            p.release("b").unwrap();
+        }
     }
 
     #[test]

@@ -114,7 +114,15 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
     }
     if let UsernsPlan::Auto { size } = rec.plan.userns {
         // The pool table is this step's record: release by id is always safe.
-        rec.prepared.range = Some(env.pool.allocate(&rec.id, size)?);
+        // A persistent upper dir is owned by the host root of the range that made it.
+        let prefer = match &rec.plan.rootfs {
+            RootfsPlan::Overlay {
+                upper: UpperPlan::Persistent(u),
+                ..
+            } => std::fs::metadata(u).ok().map(|m| (m.uid(), m.gid())),
+            _ => None,
+        };
+        rec.prepared.range = Some(env.pool.allocate_preferring(&rec.id, size, prefer)?);
         rec.save(env.state_root)?;
         crash_point("after-idpool");
     }
@@ -137,7 +145,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             let layers = rootfs::check_layers(&layers)?;
             check_empty_dir(&rec.rootfs)?;
             let (upper_dir, work_dir) = writable_dirs(env, rec, &upper)?;
-            check_writable_apart(&upper_dir, &work_dir, &layers, &upper)?;
+            check_writable_apart(&upper_dir, &work_dir, &layers, &rec.rootfs, &upper)?;
             let owner = host_root(&maps);
             rec.save(env.state_root)?;
             for d in [&upper_dir, &work_dir] {
@@ -233,25 +241,34 @@ fn writable_dirs(
 
 /// Refuses upper and work dirs that are a layer, inside one or hold one: siloc chowns
 /// them to the container's root and the container writes there, which would change
-/// layers other containers share (overlayfs itself refuses only some of these).
+/// layers other containers share (overlayfs itself refuses only some of these). Also
+/// refuses them inside root.path (or holding it): the rootfs is mounted over root.path,
+/// so the container would write under its own rootfs and a kept upper dir would stay
+/// hidden there.
 fn check_writable_apart(
     upper: &Path,
     work: &Path,
     layers: &[rootfs::Layer],
+    rootfs: &Path,
     plan: &UpperPlan,
 ) -> Result<(), PrepareError> {
+    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     for dir in [upper, work] {
         let canon = canonical_to_be(dir).map_err(io(dir))?;
-        let Some(layer) = layers
-            .iter()
-            .find(|l| canon.starts_with(&l.path) || l.path.starts_with(&canon))
-        else {
+        let msg = if let Some(layer) = layers.iter().find(|l| overlaps(&canon, &l.path)) {
+            format!(
+                "overlaps rootfs layer {}: the writable dirs must be apart from every layer",
+                layer.path.display()
+            )
+        } else if overlaps(&canon, rootfs) {
+            format!(
+                "overlaps root.path {}: the rootfs is mounted there, so the writable dirs \
+                 must be outside it",
+                rootfs.display()
+            )
+        } else {
             continue;
         };
-        let msg = format!(
-            "overlaps rootfs layer {}: the writable dirs must be apart from every layer",
-            layer.path.display()
-        );
         return Err(match plan {
             UpperPlan::Persistent(u) => PrepareError::Upper {
                 key: ann::ROOTFS_UPPER,

@@ -174,6 +174,60 @@ fn two_containers_share_layers_with_disjoint_ids() {
     assert_eq!((o1, o2), (u1, u2));
 }
 
+/// A persistent upper dir outlives its container, and the next container on it gets
+/// the same ID range back, so the files it finds there belong to its own users (with
+/// another range they would show as the overflow ID 65534).
+#[test]
+fn a_persistent_upper_keeps_its_files_and_their_owners() {
+    needs_root!();
+    let env = TestEnv::new();
+    let layers = make_layers(&env, 1);
+    let up = env.dir.path().join("up");
+    let with_upper = |name: &str| {
+        let mut b = layered_bundle(&env, name, &layers, &["sleep", "1000"]);
+        // The trailing "/" must not put the work dir inside the upper dir.
+        b.annotate("io.siloc.rootfs.upper", &format!("{}/", up.display()));
+        b
+    };
+    // A container on the first range, so the first fit would hand out another one.
+    let x = Container::start(
+        &env,
+        &layered_bundle(&env, "x", &layers, &["sleep", "1000"]),
+        &env.id("x"),
+    );
+    let (ia, ib) = (env.id("a"), env.id("b"));
+    let a = Container::start(&env, &with_upper("a"), &ia);
+    let range_a = range_of(&env, &ia);
+    env.ok(&[
+        "exec",
+        "--cap",
+        "CAP_CHOWN",
+        &ia,
+        "sh",
+        "-c",
+        "echo kept > /kept && touch /u1000 && chown 1000:1000 /u1000",
+    ]);
+    assert!(
+        env.dir.path().join("up.work").is_dir(),
+        "work dir is <upper>.work"
+    );
+    assert!(!up.join(".work").exists(), "work dir inside the upper dir");
+    drop(x);
+    drop(a);
+    assert!(
+        !env.dir.path().join("up.work").exists(),
+        "work dir left after delete"
+    );
+    assert_eq!(std::fs::metadata(up.join("kept")).unwrap().uid(), range_a.0);
+    let b = Container::start(&env, &with_upper("b"), &ib);
+    assert_eq!(range_of(&env, &ib), range_a, "the upper dir's range again");
+    let (_, out, err) = b.exec(&["sh", "-c", "stat -c %u /kept /u1000; cat /kept"]);
+    assert_eq!(out, "0\n1000\nkept\n", "{err}");
+    drop(b);
+    std::fs::remove_dir_all(&up).unwrap();
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 #[test]
 fn plain_rootfs_gets_one_idmapped_bind() {
     needs_root!();
@@ -311,6 +365,14 @@ fn bad_layers_rootfs_and_upper_fail_cleanly() {
             "io.siloc.rootfs.upper",
         ),
         (
+            "upper dir inside root.path",
+            Box::new(|b| {
+                let up = b.dir.join("rootfs/up");
+                b.annotate("io.siloc.rootfs.upper", up.to_str().unwrap());
+            }),
+            "overlaps root.path",
+        ),
+        (
             "filesystem that cannot be idmapped",
             Box::new(|b| {
                 b.annotate("io.siloc.rootfs.layers", r#"["/sys/kernel"]"#);
@@ -338,6 +400,13 @@ fn bad_layers_rootfs_and_upper_fail_cleanly() {
             env.leftovers()
         );
         assert_eq!(mounts_at(&b.dir.join("rootfs")), 0, "{what}");
+        let made: Vec<_> = std::fs::read_dir(b.dir.join("rootfs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "file")
+            .collect();
+        assert!(made.is_empty(), "{what}: left in root.path: {made:?}");
     }
     // The layers are untouched.
     assert_eq!(

@@ -165,7 +165,15 @@ fn plan_rootfs(a: &HashMap<String, String>, userns: &UsernsPlan) -> Result<Rootf
                     format!("{u:?} must be an absolute path"),
                 ));
             }
-            Some(p)
+            // Its work dir is `<upper>.work`, a sibling: a ".." part, a trailing "/" or
+            // a "." part would put it elsewhere (inside the upper dir, for "/x/up/").
+            if p.components().any(|c| c == std::path::Component::ParentDir) {
+                return Err(err(
+                    ann::ROOTFS_UPPER,
+                    format!("{u:?} must not contain \"..\""),
+                ));
+            }
+            Some(p.components().collect())
         }
     };
     let Some(text) = a.get(ann::ROOTFS_LAYERS) else {
@@ -298,6 +306,31 @@ mod tests {
                 upper: UpperPlan::Persistent("/data/up".into()),
             }
         );
+        // A trailing "/" or "." part is dropped, so the work dir stays a sibling.
+        for up in ["/data/up/", "/data/./up/."] {
+            let s = spec(
+                &[
+                    (ann::ROOTFS_LAYERS, r#"["/l/base"]"#),
+                    (ann::ROOTFS_UPPER, up),
+                ],
+                None,
+            );
+            match plan(&s, &cfg("off")).unwrap().rootfs {
+                RootfsPlan::Overlay { upper, .. } => {
+                    assert_eq!(upper, UpperPlan::Persistent("/data/up".into()), "{up}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let s = spec(
+            &[
+                (ann::ROOTFS_LAYERS, r#"["/l/base"]"#),
+                (ann::ROOTFS_UPPER, "/data/up/.."),
+            ],
+            None,
+        );
+        let e = plan(&s, &cfg("off")).unwrap_err().to_string();
+        assert!(e.contains(ann::ROOTFS_UPPER) && e.contains("\"..\""), "{e}");
         let s = spec(&[(ann::ROOTFS_LAYERS, r#"["/l/base"]"#)], None);
         let p = plan(&s, &cfg("off")).unwrap();
         assert!(matches!(
