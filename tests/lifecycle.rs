@@ -173,10 +173,15 @@ fn forced_delete_kills_every_process_with_or_without_a_pid_namespace() {
         }
         let c = Container::create(&env, &b, &id);
         env.ok(&["start", &id]);
-        // Both inner shells are up: poll their command lines, since a forked child
-        // shows its parent's until it execs.
+        // Both inner shells are up: poll their command lines. A forked child shows its
+        // parent's until it execs, so count distinct command lines, not processes.
         let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let shells_of = |r: &[String]| r.iter().filter(|t| t.contains(": sh -c sleep")).count();
+        let shells_of = |r: &[String]| {
+            r.iter()
+                .filter_map(|t| t.split_once(": sh -c sleep").map(|(_, cmd)| cmd))
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
         let mut running = common::traces_of(&id);
         while shells_of(&running) < 2 && std::time::Instant::now() < end {
             std::thread::sleep(std::time::Duration::from_millis(20));
