@@ -271,3 +271,34 @@ fn a_relative_root_is_the_same_state_dir_as_its_absolute_path() {
     assert!(status.success(), "{err}");
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// runc cleans command-line paths lexically (Go's filepath.Abs), so a `..` may pass
+/// through a directory that does not exist: the pid file lands where the clean path
+/// says, for create and for exec.
+#[test]
+fn a_pid_file_path_is_cleaned_like_runcs() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("pidclean");
+    let dir = env.dir.path().display().to_string();
+    let pid_file = format!("{dir}/missing/../init.pid");
+    let (ok, _, err) =
+        env.detached(&["create", "--pid-file", &pid_file, "--bundle", b.path(), &id]);
+    let c = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    assert!(ok, "{err}");
+    let pid = env.state(&id)["pid"].as_i64().unwrap();
+    let written = std::fs::read_to_string(env.dir.path().join("init.pid")).unwrap();
+    assert_eq!(written.trim(), pid.to_string());
+    env.ok(&["start", &id]);
+    let exec_pid = format!("{dir}/missing/../exec.pid");
+    // Not detached, so the output pipe closes when the process ends.
+    env.ok(&["exec", "--pid-file", &exec_pid, &id, "true"]);
+    assert!(env.dir.path().join("exec.pid").is_file());
+    assert!(!env.dir.path().join("missing").exists());
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

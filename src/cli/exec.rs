@@ -193,7 +193,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // any user plant a symlink there and have root overwrite its target.
     let mut generated = None;
     let process = match &a.process {
-        Some(p) => std::path::absolute(p)?,
+        Some(p) => super::paths::absolute_clean(p)?,
         None => {
             let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
             let rec = record::dir(&ctx.root, &a.id);
@@ -246,8 +246,8 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
         Some(t) => Some(t.path().to_path_buf()),
         None => a
             .console_socket
-            .as_ref()
-            .map(std::path::absolute)
+            .as_deref()
+            .map(super::paths::absolute_clean)
             .transpose()?,
     };
     let pid = engine::exec(
@@ -255,7 +255,11 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
         &a.id,
         ExecOptions {
             process,
-            pid_file: a.pid_file.as_ref().map(std::path::absolute).transpose()?,
+            pid_file: a
+                .pid_file
+                .as_deref()
+                .map(super::paths::absolute_clean)
+                .transpose()?,
             console_socket,
             preserve_fds: a.preserve_fds,
             detach: a.detach || own.is_some(),
