@@ -682,3 +682,39 @@ fn exec_writes_its_process_file_nowhere_another_user_can_reach() {
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// `--root` naming a file fails every command with the flag named, before anything is
+/// made (it used to say "File exists" on create and list nothing).
+#[test]
+fn a_state_root_that_is_a_file_is_named() {
+    needs_root!();
+    let env = TestEnv::new();
+    let file = env.dir.path().join("root-file");
+    std::fs::write(&file, "x").unwrap();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("rootfile");
+    for args in [
+        vec!["list"],
+        vec!["state", &id],
+        vec!["create", "--bundle", b.path(), &id],
+    ] {
+        let o = std::process::Command::new(common::siloc_bin())
+            .arg("--root")
+            .arg(&file)
+            .arg("--config")
+            .arg(&env.config)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            err.contains("--root") && err.contains("not a directory"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

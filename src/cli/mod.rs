@@ -207,6 +207,12 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    // A missing state root is made on first create; a file there is a mistake that
+    // would otherwise surface as "File exists" or as an empty list.
+    if root.exists() && !root.is_dir() {
+        eprintln!("--root {}: not a directory", root.display());
+        return 1;
+    }
     let ctx = Ctx {
         root,
         systemd: cli.systemd_cgroup,
