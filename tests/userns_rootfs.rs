@@ -550,3 +550,27 @@ fn layers_on_two_filesystems() {
         "overlay layers=3 trees=2 idmapped=yes attached=1 via=lowerdir+"
     );
 }
+
+/// A plain rootfs on a mount that is idmapped already (by another tool): the kernel
+/// will not idmap it twice, and the error says so instead of blaming the filesystem.
+#[test]
+fn a_rootfs_on_an_idmapped_mount_is_named_as_such() {
+    needs_root!();
+    let env = TestEnv::new();
+    let outer = env.dir.path().join("idmapped");
+    let mut b = Bundle::busybox(&outer.join("b"), &["true"]);
+    b.annotate("io.siloc.userns", "auto");
+    let map = [siloc::rootfs::IdMap {
+        container_id: 0,
+        host_id: 3_000_000,
+        size: 65536,
+    }];
+    let ns = siloc::rootfs::userns_with_mapping(&map, &map).unwrap();
+    siloc::rootfs::mount_idmapped_bind(&outer, std::os::fd::AsFd::as_fd(&ns)).unwrap();
+    let id = env.id("twice");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    let _ = nix::mount::umount2(&outer, nix::mount::MntFlags::MNT_DETACH);
+    assert!(!ok, "create on an idmapped mount should fail");
+    assert!(err.contains("already idmapped"), "{err}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

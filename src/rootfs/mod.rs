@@ -57,6 +57,16 @@ pub enum RootfsError {
          siloc never falls back to chown: put the layers on ext4, xfs or btrfs"
     )]
     NotIdmappable { path: PathBuf, errno: Errno },
+    #[error(
+        "{path}: its mount ({mount}) is already idmapped, and the kernel does not idmap a \
+         mount twice (mount_setattr MOUNT_ATTR_IDMAP: {errno}); give siloc a directory on a \
+         mount that is not idmapped"
+    )]
+    AlreadyIdmapped {
+        path: PathBuf,
+        mount: PathBuf,
+        errno: Errno,
+    },
     #[error("{step} {path}: {errno}")]
     Sys {
         step: &'static str,
@@ -257,10 +267,7 @@ fn tree_for(
         idmaps = 1;
     }
     mountapi::set_attr(tree.as_fd(), attrs, userns, false).map_err(|errno| match errno {
-        Errno::EINVAL | Errno::EPERM if userns.is_some() => RootfsError::NotIdmappable {
-            path: root.to_path_buf(),
-            errno,
-        },
+        Errno::EINVAL | Errno::EPERM if userns.is_some() => idmap_refused(root, errno),
         _ => RootfsError::Sys {
             step: "mount_setattr",
             path: root.to_path_buf(),
@@ -417,16 +424,51 @@ fn overlay_legacy(
 /// Attaches one idmapped clone of `dir` (recursively, with its submounts) on top of
 /// `dir` itself, so files owned by host root appear owned by the container's root.
 ///
-/// Errors: [`RootfsError::NotIdmappable`] when the filesystem refuses the idmap.
+/// Errors: [`RootfsError::NotIdmappable`] when the filesystem refuses the idmap,
+/// [`RootfsError::AlreadyIdmapped`] when `dir`'s mount carries one already.
 pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), RootfsError> {
     let tree = mountapi::clone_tree(dir, true).map_err(sys("open_tree", dir))?;
-    mountapi::set_attr(tree.as_fd(), mountapi::MOUNT_ATTR_IDMAP, Some(userns), true).map_err(
-        |errno| RootfsError::NotIdmappable {
-            path: dir.to_path_buf(),
+    mountapi::set_attr(tree.as_fd(), mountapi::MOUNT_ATTR_IDMAP, Some(userns), true)
+        .map_err(|errno| idmap_refused(dir, errno))?;
+    mountapi::move_mount_to(tree.as_fd(), dir).map_err(sys("move_mount", dir))
+}
+
+/// The error for an idmap the kernel refused on a clone of `path`'s mount: the mount
+/// is idmapped already (mountinfo shows `idmapped`; mount_setattr(2) refuses to change
+/// an idmap with EPERM), or the filesystem cannot be idmapped at all.
+fn idmap_refused(path: &Path, errno: Errno) -> RootfsError {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    match holder_in(&text, path) {
+        Some((mount, options)) if options.split(',').any(|o| o == "idmapped") => {
+            RootfsError::AlreadyIdmapped {
+                path: path.to_path_buf(),
+                mount,
+                errno,
+            }
+        }
+        _ => RootfsError::NotIdmappable {
+            path: path.to_path_buf(),
             errno,
         },
-    )?;
-    mountapi::move_mount_to(tree.as_fd(), dir).map_err(sys("move_mount", dir))
+    }
+}
+
+/// The mount point and per-mount options of the topmost mount holding `path` in
+/// mountinfo text (proc(5)): the one with the longest mount point that is `path` or
+/// one of its ancestors.
+fn holder_in(mountinfo: &str, path: &Path) -> Option<(PathBuf, String)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let point = PathBuf::from(unescape(f.nth(4)?));
+            let options = f.next()?.to_string();
+            path.starts_with(&point).then_some((point, options))
+        })
+        .fold(None, |best: Option<(PathBuf, String)>, (p, o)| match best {
+            Some((ref bp, _)) if bp.as_os_str().len() > p.as_os_str().len() => best,
+            _ => Some((p, o)),
+        })
 }
 
 /// What sits at a mount point, from `/proc/self/mountinfo`.
@@ -507,6 +549,23 @@ mod tests {
             PathBuf::from("/var/lib/siloc/store/layers/aa")
         );
         assert_eq!(common_parent(&[a, Path::new("/srv/x")]), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn the_holder_is_the_deepest_mount_and_the_last_of_a_stack() {
+        let mi = "22 1 0:1 / / rw - ext4 /dev/vda rw\n\
+                  30 22 0:2 / /var/lib rw,idmapped - ext4 /dev/vdb rw\n\
+                  31 22 0:3 / /var rw - ext4 /dev/vdc rw\n\
+                  32 30 0:4 / /var/lib rw,nosuid - tmpfs t rw\n";
+        let (p, o) = holder_in(mi, Path::new("/var/lib/x/rootfs")).unwrap();
+        assert_eq!(
+            (p.as_path(), o.as_str()),
+            (Path::new("/var/lib"), "rw,nosuid")
+        );
+        let (p, _) = holder_in(mi, Path::new("/var/libx")).unwrap();
+        assert_eq!(p, Path::new("/var"));
+        let (p, _) = holder_in(mi, Path::new("/srv")).unwrap();
+        assert_eq!(p, Path::new("/"));
     }
 
     #[test]
