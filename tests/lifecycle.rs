@@ -146,6 +146,13 @@ fn unexecutable_commands_fail_in_runc_words() {
         err.contains(r#"exec failed: unable to start container process: exec: "/etc/passwd": permission denied"#),
         "{err}"
     );
+    let o = env.siloc(&["exec", "--cwd", "/nonexistent", &c.id, "true"]);
+    let err = String::from_utf8_lossy(&o.stderr).replace("\\\"", "\"");
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert!(
+        err.contains(r#"exec failed: unable to start container process: chdir to cwd ("/nonexistent") set in config.json failed: no such file or directory"#),
+        "{err}"
+    );
     let (code, _, err) = c.exec(&["sh", "-c", "exit 7"]);
     assert_eq!(code, 7, "the process's own status passes unchanged: {err}");
     let o = env.siloc(&["exec", "nope", "true"]);

@@ -158,7 +158,7 @@ fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
 
 /// Whether a process.json asks for a terminal; its args, cwd and env are checked on
 /// the way ([`crate::bundle::check_env`]).
-fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
+fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
     let text =
         std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
     let p: Process = serde_json::from_slice(&text)
@@ -180,7 +180,7 @@ fn process_wants_terminal(path: &std::path::Path) -> anyhow::Result<bool> {
     if let Err((i, why)) = crate::bundle::check_env(p.env().as_deref().unwrap_or_default()) {
         anyhow::bail!("--process {}: env[{i}]: {why}", path.display());
     }
-    Ok(p.terminal().unwrap_or(false))
+    Ok(p)
 }
 
 /// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
@@ -220,6 +220,44 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     result
 }
 
+/// Fails as runc does when the process's cwd is missing in the container (libcontainer
+/// only says "failed to unix syscall"). Resolved with openat2 RESOLVE_IN_ROOT under
+/// `/proc/PID/root`, so the container's own symlinks resolve inside its root. Only a
+/// missing path or a non-directory is reported; anything else is left to the exec.
+fn check_cwd(pid: i32, cwd: &std::path::Path) -> anyhow::Result<()> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+    use nix::sys::stat::Mode;
+    let root = format!("/proc/{pid}/root");
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(dir) = open(root.as_str(), flags, Mode::empty()) else {
+        return Ok(());
+    };
+    // SAFETY: open returned a new fd that nothing else owns.
+    let dir = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dir) };
+    let rel = cwd.strip_prefix("/").unwrap_or(cwd);
+    let rel = if rel.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        rel
+    };
+    let how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT);
+    let why = match openat2(std::os::fd::AsRawFd::as_raw_fd(&dir), rel, how) {
+        Ok(fd) => {
+            let _ = nix::unistd::close(fd);
+            return Ok(());
+        }
+        Err(nix::errno::Errno::ENOENT) => "no such file or directory",
+        Err(nix::errno::Errno::ENOTDIR) => "not a directory",
+        Err(_) => return Ok(()),
+    };
+    anyhow::bail!(
+        "unable to start container process: chdir to cwd ({:?}) set in config.json failed: {why}",
+        cwd.display().to_string()
+    )
+}
+
 /// Removes the file when dropped.
 struct RemoveOnDrop(PathBuf);
 
@@ -230,7 +268,11 @@ impl Drop for RemoveOnDrop {
 }
 
 fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32> {
-    let terminal = process_wants_terminal(&process)?;
+    let p = checked_process(&process)?;
+    let terminal = p.terminal().unwrap_or(false);
+    if let Some(pid) = engine::load(&ctx.root, &a.id)?.pid() {
+        check_cwd(pid.as_raw(), p.cwd())?;
+    }
     let foreground = !a.detach;
     let own = if foreground && a.console_socket.is_none() {
         OwnTerminal::maybe(terminal)?
