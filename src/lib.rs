@@ -8,6 +8,7 @@ pub mod annotations;
 pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod cwd;
 pub mod engine;
 pub mod exe_guard;
 pub mod idpool;

@@ -27,6 +27,8 @@ pub enum LifecycleError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     MountFixup(#[from] crate::mount_fixups::MountFixupError),
+    #[error(transparent)]
+    Cwd(#[from] crate::cwd::CwdError),
     #[error("{0}")]
     Other(String),
 }
@@ -113,6 +115,11 @@ fn create_prepared(
     bundle: &Path,
 ) -> Result<Container, LifecycleError> {
     prepare::apply(env, rec)?;
+    // runc makes a missing process.cwd in the rootfs; libcontainer would fail the chdir.
+    if let Some(p) = spec.process() {
+        let owner = prepare::host_root(&prepare::id_maps(&rec.plan.userns, rec.prepared.range));
+        crate::cwd::ensure(&rec.rootfs, p.cwd(), owner)?;
+    }
     let spec = prepare::final_spec(spec, rec, rt.systemd)?;
     let spec_dir = record::dir(&rt.root, &req.id);
     spec.save(spec_dir.join("config.json"))

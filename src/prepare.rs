@@ -93,7 +93,7 @@ pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<Id
 }
 
 /// The host IDs that container root maps to (owner of the writable dirs).
-fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
+pub fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
     let find = |m: &[IdMap]| {
         m.iter()
             .find(|m| m.container_id == 0)

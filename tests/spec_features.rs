@@ -282,6 +282,23 @@ fn sysctl_hostname_env_and_cwd() {
     assert_eq!(out, "1\nbox1\nbar\n/etc\n");
 }
 
+/// runc makes a missing process.cwd (mode 0755, as the container's root); a symlink in
+/// the image resolves inside the rootfs, never on the host.
+#[test]
+fn a_missing_cwd_is_made_inside_the_rootfs() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sh", "-c", "pwd; stat -c '%u %a' ."]);
+    std::os::unix::fs::symlink("/srv", b.dir.join("rootfs/app")).unwrap();
+    b.edit(|s| s["process"]["cwd"] = json!("/app/work/dir"));
+    let (code, out, err) = run(&env, &b, "cwd");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "/srv/work/dir\n0 755\n");
+    assert!(b.dir.join("rootfs/srv/work/dir").is_dir());
+    assert!(!Path::new("/srv/work/dir").exists(), "made on the host");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 #[test]
 fn cgroup_limits_reach_the_cgroup() {
     needs_root!();

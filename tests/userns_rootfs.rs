@@ -574,3 +574,25 @@ fn a_rootfs_on_an_idmapped_mount_is_named_as_such() {
     assert!(err.contains("already idmapped"), "{err}");
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// A missing process.cwd is made as the container's root (runc does the same): on the
+/// layered rootfs it lands in the upper dir with the container's host root IDs.
+#[test]
+fn a_missing_cwd_belongs_to_the_containers_root() {
+    needs_root!();
+    let env = TestEnv::new();
+    let layers = make_layers(&env, 1);
+    let mut b = layered_bundle(&env, "b", &layers, &["sleep", "1000"]);
+    b.edit(|s| s["process"]["cwd"] = Value::from("/work/dir"));
+    let id = env.id("cwd");
+    let c = Container::start(&env, &b, &id);
+    let (uid, gid, _) = range_of(&env, &id);
+    let (_, out, err) = c.exec(&["sh", "-c", "cd /work/dir && stat -c '%u:%g %a' ."]);
+    assert_eq!(out, "0:0 755\n", "{err}");
+    let upper = env.data.join("containers").join(&id).join("upper");
+    let m = std::fs::metadata(upper.join("work/dir")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (uid, gid));
+    assert!(!layers.iter().any(|l| l.join("work").exists()), "a layer changed");
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

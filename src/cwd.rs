@@ -1,0 +1,170 @@
+//! The init process's working directory, made when the image lacks it, as runc does.
+//!
+//! runc creates a missing `process.cwd` inside the rootfs before the container starts
+//! (mode 0755, as the container's root), so a Kubernetes `workingDir` or an image's
+//! WORKDIR need not exist in the layers. libcontainer 0.7 only fails the chdir, with
+//! "failed to unix syscall". siloc makes it after preparing the rootfs and before
+//! libcontainer builds the container.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2, readlinkat};
+use nix::sys::stat::{Mode, mkdirat};
+use nix::unistd::{Gid, Uid, setfsgid, setfsuid};
+
+/// Why the cwd could not be made; names the path in the container.
+#[derive(Debug, thiserror::Error)]
+#[error("process.cwd {cwd}: mkdir {at}: {errno}")]
+pub struct CwdError {
+    pub cwd: PathBuf,
+    pub at: PathBuf,
+    pub errno: Errno,
+}
+
+/// Makes every missing directory of `cwd` (absolute, as the container sees it) under
+/// `rootfs`, mode 0755, owned by `owner` (the host uid and gid of the container's
+/// root; (0, 0) without a user namespace). Each part is resolved with openat2
+/// RESOLVE_IN_ROOT, so the image's symlinks and `..` stay inside the rootfs, and made
+/// with mkdirat in the directory that resolution returned. The directories are made
+/// with that fsuid/fsgid rather than chowned: on an idmapped mount the kernel refuses a
+/// creator whose IDs the mount does not map (EOVERFLOW), and the overlay's upper dir
+/// takes the creator's IDs.
+///
+/// Must run while siloc is single-threaded (setfsuid is per thread).
+///
+/// Errors: [`CwdError`] with the first directory that could not be opened or made.
+pub fn ensure(rootfs: &Path, cwd: &Path, owner: (u32, u32)) -> Result<(), CwdError> {
+    let fail = |at: &Path| {
+        let (cwd, at) = (cwd.to_path_buf(), at.to_path_buf());
+        move |errno| CwdError { cwd, at, errno }
+    };
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let root = open(rootfs, flags, Mode::empty()).map_err(fail(Path::new("/")))?;
+    // SAFETY: open returned a new fd that nothing else owns.
+    let root = unsafe { OwnedFd::from_raw_fd(root) };
+    let resolve = |rel: &Path| -> Result<OwnedFd, Errno> {
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT);
+        let fd = openat2(root.as_raw_fd(), rel, how)?;
+        // SAFETY: openat2 returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    // The parts still to walk; a dangling symlink puts its target's parts in front,
+    // as runc's secure join does, so the directories are made where it points.
+    let mut todo: VecDeque<OsString> = parts(cwd);
+    let mut rel = PathBuf::from(".");
+    let mut parent = resolve(&rel).map_err(fail(Path::new("/")))?;
+    let mut links = 0;
+    while let Some(name) = todo.pop_front() {
+        let next = rel.join(&name);
+        let at = in_container(&next);
+        match resolve(&next) {
+            Ok(fd) => parent = fd,
+            Err(Errno::ENOENT) if name != ".." => {
+                let made = as_owner(owner, || {
+                    mkdirat(
+                        Some(parent.as_raw_fd()),
+                        name.as_os_str(),
+                        Mode::from_bits_truncate(0o755),
+                    )
+                });
+                match made {
+                    Ok(()) => parent = resolve(&next).map_err(fail(&at))?,
+                    Err(Errno::EEXIST) => {
+                        let target = readlinkat(Some(parent.as_raw_fd()), name.as_os_str())
+                            .map_err(fail(&at))?;
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return Err(fail(&at)(Errno::ELOOP));
+                        }
+                        let target = PathBuf::from(target);
+                        if target.is_absolute() {
+                            rel = PathBuf::from(".");
+                            parent = resolve(&rel).map_err(fail(&at))?;
+                        }
+                        for p in parts(&target).into_iter().rev() {
+                            todo.push_front(p);
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(fail(&at)(e)),
+                }
+            }
+            Err(e) => return Err(fail(&at)(e)),
+        }
+        rel = next;
+    }
+    Ok(())
+}
+
+/// Symlinks followed at most while walking one cwd (the kernel's own limit, 40).
+const MAX_SYMLINKS: usize = 40;
+
+/// The `Normal` and `..` parts of `p`, in order.
+fn parts(p: &Path) -> VecDeque<OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `rel` (relative to the rootfs, starting with ".") as the container sees it.
+fn in_container(rel: &Path) -> PathBuf {
+    Path::new("/").join(rel.strip_prefix(".").unwrap_or(rel))
+}
+
+/// Runs `f` with this thread's fsuid/fsgid set to `owner`, then restores them.
+fn as_owner<T>(owner: (u32, u32), f: impl FnOnce() -> T) -> T {
+    let old_gid = setfsgid(Gid::from_raw(owner.1));
+    let old_uid = setfsuid(Uid::from_raw(owner.0));
+    let out = f();
+    setfsuid(old_uid);
+    setfsgid(old_gid);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_parts_are_made_and_symlinks_stay_inside() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("rootfs");
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        // An absolute symlink in the image points at the image's /etc, not the host's.
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let me = (Uid::current().as_raw(), Gid::current().as_raw());
+        ensure(&root, Path::new("/work/a/b"), me).unwrap();
+        assert!(root.join("work/a/b").is_dir());
+        ensure(&root, Path::new("/link/new"), me).unwrap();
+        assert!(root.join("etc/new").is_dir());
+        // A dangling symlink: its target is made, inside the rootfs.
+        std::os::unix::fs::symlink("/srv/app", root.join("app")).unwrap();
+        std::os::unix::fs::symlink("../etc/x", root.join("work/rel")).unwrap();
+        ensure(&root, Path::new("/app/data"), me).unwrap();
+        assert!(root.join("srv/app/data").is_dir());
+        ensure(&root, Path::new("/work/rel/y"), me).unwrap();
+        assert!(root.join("etc/x/y").is_dir());
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        let e = ensure(&root, Path::new("/loop/z"), me).unwrap_err();
+        assert_eq!(e.errno, Errno::ELOOP);
+        ensure(&root, Path::new("/../../up"), me).unwrap();
+        assert!(root.join("up").is_dir() && !d.path().join("up").exists());
+        ensure(&root, Path::new("/"), me).unwrap();
+        std::fs::write(root.join("file"), "x").unwrap();
+        let e = ensure(&root, Path::new("/file/sub"), me).unwrap_err();
+        assert_eq!(
+            (e.at.as_path(), e.errno),
+            (Path::new("/file"), Errno::ENOTDIR)
+        );
+    }
+}
