@@ -4,7 +4,10 @@
 //! (mode 0755, as the container's root), so a Kubernetes `workingDir` or an image's
 //! WORKDIR need not exist in the layers. libcontainer 0.7 only fails the chdir, with
 //! "failed to unix syscall". siloc makes it after preparing the rootfs and before
-//! libcontainer builds the container.
+//! libcontainer builds the container, so where the cwd lies under one of the spec's
+//! mounts it is made in that mount's source when the mount is a bind (a Kubernetes
+//! `workingDir` inside a volume), and left alone otherwise (a tmpfs does not exist
+//! yet; libcontainer then fails the chdir as before).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -23,6 +26,91 @@ pub struct CwdError {
     pub cwd: PathBuf,
     pub at: PathBuf,
     pub errno: Errno,
+}
+
+/// Where the missing parts of a cwd belong, from the spec's mounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// In the rootfs (no mount covers the cwd).
+    Rootfs,
+    /// In the `source` of the bind mount at `dest`, at `rel` below it.
+    Bind {
+        dest: PathBuf,
+        source: PathBuf,
+        rel: PathBuf,
+    },
+    /// Under a mount siloc cannot reach before libcontainer makes it (tmpfs, proc, ...),
+    /// at this destination: nothing is made.
+    Elsewhere(PathBuf),
+}
+
+/// Which of `mounts` covers `cwd`: the one whose destination is the longest prefix of
+/// it (the last of equals, as later mounts cover earlier ones). Relative bind sources
+/// are taken from `bundle`, as runc does.
+pub fn place(cwd: &Path, mounts: &[oci_spec::runtime::Mount], bundle: &Path) -> Place {
+    let mut best: Option<&oci_spec::runtime::Mount> = None;
+    for m in mounts {
+        let d = m.destination();
+        if d == Path::new("/") || !cwd.starts_with(d) {
+            continue;
+        }
+        let longer =
+            best.is_none_or(|b| d.components().count() >= b.destination().components().count());
+        if longer {
+            best = Some(m);
+        }
+    }
+    let Some(m) = best else {
+        return Place::Rootfs;
+    };
+    let is_bind = m.typ().as_deref() == Some("bind")
+        || m.options()
+            .iter()
+            .flatten()
+            .any(|o| o == "bind" || o == "rbind");
+    match (is_bind, m.source()) {
+        (true, Some(src)) => Place::Bind {
+            dest: m.destination().clone(),
+            source: bundle.join(src),
+            rel: cwd
+                .strip_prefix(m.destination())
+                .unwrap_or(Path::new(""))
+                .to_path_buf(),
+        },
+        _ => Place::Elsewhere(m.destination().clone()),
+    }
+}
+
+/// Makes a missing `cwd` where it belongs ([`place`]): in `rootfs`, or in a bind
+/// mount's source; under any other mount it does nothing. `owner` as for [`ensure`].
+///
+/// Errors: [`CwdError`], its path as the container sees it.
+pub fn ensure_for_spec(
+    cwd: &Path,
+    mounts: &[oci_spec::runtime::Mount],
+    bundle: &Path,
+    rootfs: &Path,
+    owner: (u32, u32),
+) -> Result<(), CwdError> {
+    match place(cwd, mounts, bundle) {
+        Place::Rootfs => ensure(rootfs, cwd, owner),
+        Place::Bind { dest, source, rel } if source.is_dir() => {
+            ensure(&source, &Path::new("/").join(&rel), owner).map_err(|e| CwdError {
+                cwd: cwd.to_path_buf(),
+                at: dest.join(e.at.strip_prefix("/").unwrap_or(&e.at)),
+                errno: e.errno,
+            })
+        }
+        Place::Bind { .. } => Ok(()),
+        Place::Elsewhere(dest) => {
+            tracing::debug!(
+                ?cwd,
+                ?dest,
+                "process.cwd is under a mount siloc cannot reach yet"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// Makes every missing directory of `cwd` (absolute, as the container sees it) under
@@ -121,10 +209,23 @@ fn in_container(rel: &Path) -> PathBuf {
     Path::new("/").join(rel.strip_prefix(".").unwrap_or(rel))
 }
 
-/// Runs `f` with this thread's fsuid/fsgid set to `owner`, then restores them.
+/// Runs `f` with this thread's fsuid/fsgid set to `owner`, then restores them. A
+/// non-zero fsuid drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER from the
+/// effective set (capabilities(7)); they are raised again from the permitted set, so
+/// siloc may write where the container's root may (it holds them in its namespace),
+/// e.g. in a directory of the image owned by user 1000. Setting fsuid 0 again restores
+/// them by itself.
 fn as_owner<T>(owner: (u32, u32), f: impl FnOnce() -> T) -> T {
+    use caps::{CapSet, Capability};
     let old_gid = setfsgid(Gid::from_raw(owner.1));
     let old_uid = setfsuid(Uid::from_raw(owner.0));
+    for c in [
+        Capability::CAP_DAC_OVERRIDE,
+        Capability::CAP_DAC_READ_SEARCH,
+        Capability::CAP_FOWNER,
+    ] {
+        let _ = caps::raise(None, CapSet::Effective, c);
+    }
     let out = f();
     setfsuid(old_uid);
     setfsgid(old_gid);
@@ -134,6 +235,47 @@ fn as_owner<T>(owner: (u32, u32), f: impl FnOnce() -> T) -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> oci_spec::runtime::Mount {
+        oci_spec::runtime::MountBuilder::default()
+            .destination(dest)
+            .typ(typ)
+            .source(source)
+            .options(options.iter().map(|o| o.to_string()).collect::<Vec<_>>())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_deepest_mount_decides_where_a_cwd_is_made() {
+        let mounts = [
+            mount("/data", "bind", "/host/data", &["rbind"]),
+            mount("/data/cache", "tmpfs", "tmpfs", &[]),
+            mount("/rel", "none", "vol", &["bind"]),
+            mount("/", "bind", "/elsewhere", &["rbind"]),
+        ];
+        let b = Path::new("/bundle");
+        let at = |cwd: &str| place(Path::new(cwd), &mounts, b);
+        assert_eq!(at("/app/work"), Place::Rootfs);
+        assert_eq!(at("/datax"), Place::Rootfs);
+        assert_eq!(
+            at("/data/w/x"),
+            Place::Bind {
+                dest: "/data".into(),
+                source: "/host/data".into(),
+                rel: "w/x".into()
+            }
+        );
+        assert_eq!(at("/data/cache/x"), Place::Elsewhere("/data/cache".into()));
+        assert_eq!(
+            at("/rel/x"),
+            Place::Bind {
+                dest: "/rel".into(),
+                source: "/bundle/vol".into(),
+                rel: "x".into()
+            }
+        );
+    }
 
     #[test]
     fn missing_parts_are_made_and_symlinks_stay_inside() {

@@ -118,7 +118,8 @@ fn create_prepared(
     // runc makes a missing process.cwd in the rootfs; libcontainer would fail the chdir.
     if let Some(p) = spec.process() {
         let owner = prepare::host_root(&prepare::id_maps(&rec.plan.userns, rec.prepared.range));
-        crate::cwd::ensure(&rec.rootfs, p.cwd(), owner)?;
+        let mounts = spec.mounts().clone().unwrap_or_default();
+        crate::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let spec = prepare::final_spec(spec, rec, rt.systemd)?;
     let spec_dir = record::dir(&rt.root, &req.id);

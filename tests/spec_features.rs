@@ -296,6 +296,25 @@ fn a_missing_cwd_is_made_inside_the_rootfs() {
     assert_eq!(out, "/srv/work/dir\n0 755\n");
     assert!(b.dir.join("rootfs/srv/work/dir").is_dir());
     assert!(!Path::new("/srv/work/dir").exists(), "made on the host");
+    // Under a bind mount (a volume) it is made in the mount's source, as runc does
+    // after mounting; nothing is left hidden in the rootfs below the mount.
+    let vol = env.dir.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    b.edit(|s| {
+        s["process"]["cwd"] = json!("/data/new");
+        s["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/data", "type": "bind",
+            "source": vol.to_str().unwrap(), "options": ["rbind"]
+        }));
+    });
+    let (code, out, err) = run(&env, &b, "cwd-vol");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "/data/new\n0 755\n");
+    assert!(vol.join("new").is_dir());
+    assert!(
+        !b.dir.join("rootfs/data/new").exists(),
+        "made below the mount"
+    );
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 

@@ -592,7 +592,10 @@ fn a_missing_cwd_belongs_to_the_containers_root() {
     let upper = env.data.join("containers").join(&id).join("upper");
     let m = std::fs::metadata(upper.join("work/dir")).unwrap();
     assert_eq!((m.uid(), m.gid()), (uid, gid));
-    assert!(!layers.iter().any(|l| l.join("work").exists()), "a layer changed");
+    assert!(
+        !layers.iter().any(|l| l.join("work").exists()),
+        "a layer changed"
+    );
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
