@@ -146,6 +146,13 @@ fn unexecutable_commands_fail_in_runc_words() {
         err.contains(r#"exec failed: unable to start container process: exec: "/etc/passwd": permission denied"#),
         "{err}"
     );
+    // /proc/self is the exec'd process's own dir, whatever it looks like from outside.
+    let o = env.siloc(&["exec", "--cwd", "/proc/self", &c.id, "pwd"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.starts_with("/proc/"),
+        "{out} {o:?}"
+    );
     let o = env.siloc(&["exec", "--cwd", "/nonexistent", &c.id, "true"]);
     let err = String::from_utf8_lossy(&o.stderr).replace("\\\"", "\"");
     assert_eq!(o.status.code(), Some(255), "{err}");

@@ -220,10 +220,10 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     result
 }
 
-/// Fails as runc does when the process's cwd is missing in the container (libcontainer
-/// only says "failed to unix syscall"). Resolved with openat2 RESOLVE_IN_ROOT under
-/// `/proc/PID/root`, so the container's own symlinks resolve inside its root. Only a
-/// missing path or a non-directory is reported; anything else is left to the exec.
+/// runc's error when the process's cwd is missing in the container, for an exec that
+/// failed. Resolved with openat2 RESOLVE_IN_ROOT under `/proc/PID/root`, so the
+/// container's own symlinks resolve inside its root. Only a missing path, a
+/// non-directory or a symlink loop is reported; anything else is Ok.
 fn check_cwd(pid: i32, cwd: &std::path::Path) -> anyhow::Result<()> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
     use nix::sys::stat::Mode;
@@ -250,6 +250,7 @@ fn check_cwd(pid: i32, cwd: &std::path::Path) -> anyhow::Result<()> {
         }
         Err(nix::errno::Errno::ENOENT) => "no such file or directory",
         Err(nix::errno::Errno::ENOTDIR) => "not a directory",
+        Err(nix::errno::Errno::ELOOP) => "too many levels of symbolic links",
         Err(_) => return Ok(()),
     };
     anyhow::bail!(
@@ -270,9 +271,6 @@ impl Drop for RemoveOnDrop {
 fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32> {
     let p = checked_process(&process)?;
     let terminal = p.terminal().unwrap_or(false);
-    if let Some(pid) = engine::load(&ctx.root, &a.id)?.pid() {
-        check_cwd(pid.as_raw(), p.cwd())?;
-    }
     let foreground = !a.detach;
     let own = if foreground && a.console_socket.is_none() {
         OwnTerminal::maybe(terminal)?
@@ -292,6 +290,7 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
             .map(super::paths::absolute_clean)
             .transpose()?,
     };
+    let init = engine::load(&ctx.root, &a.id)?.pid();
     let pid = engine::exec(
         &ctx.root,
         &a.id,
@@ -307,7 +306,16 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
             detach: a.detach || own.is_some(),
             ignore_paused: a.ignore_paused,
         },
-    )?;
+    )
+    .map_err(|e| {
+        // libcontainer says only "failed to unix syscall" when the chdir fails: look at
+        // the cwd after the fact (a check before would misjudge /proc/self, which from
+        // outside the container's PID namespace names nothing).
+        match init.map(|pid| check_cwd(pid.as_raw(), p.cwd())) {
+            Some(Err(cwd)) => cwd,
+            _ => anyhow::Error::from(e),
+        }
+    })?;
     let Some(queue) = queue else {
         return Ok(0);
     };
