@@ -250,6 +250,17 @@ impl IdPool {
         self.with_table(|t| Ok((t.ranges.get(id).map(|&(o, s)| range_at(pool, o, s)), false)))
     }
 
+    /// The container whose range holds host uid `uid`, if any.
+    ///
+    /// Errors: table I/O.
+    pub fn holder_of(&self, uid: u32) -> Result<Option<String>, IdPoolError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .find(|(_, r)| (r.uid..r.uid.saturating_add(r.size)).contains(&uid))
+            .map(|(id, _)| id))
+    }
+
     /// Every live allocation, by container id.
     pub fn list(&self) -> Result<BTreeMap<String, Range>, IdPoolError> {
         let pool = self.pool;

@@ -30,3 +30,4 @@ pub mod signals;
 pub mod topology;
 pub mod tty;
 pub mod units;
+pub mod upper_guard;

@@ -112,6 +112,14 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         rec.prepared.placement = placement;
         rec.save(env.state_root)?;
     }
+    // A persistent upper dir is checked before it can pick the ID range.
+    if let RootfsPlan::Overlay {
+        upper: UpperPlan::Persistent(u),
+        ..
+    } = &rec.plan.rootfs
+    {
+        persistent_dirs(env, &rec.id, u)?;
+    }
     if let UsernsPlan::Auto { size } = rec.plan.userns {
         // The pool table is this step's record: release by id is always safe.
         // A persistent upper dir is owned by the host root of the range that made it.
@@ -122,8 +130,32 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             } => std::fs::metadata(u).ok().map(|m| (m.uid(), m.gid())),
             _ => None,
         };
-        rec.prepared.range = Some(env.pool.allocate_preferring(&rec.id, size, prefer)?);
+        let range = env.pool.allocate_preferring(&rec.id, size, prefer)?;
+        rec.prepared.range = Some(range);
         rec.save(env.state_root)?;
+        // Another range would show the upper dir's files as the overflow ID: refuse,
+        // rather than hand the container someone else's files it cannot own.
+        if let (
+            Some(p),
+            RootfsPlan::Overlay {
+                upper: UpperPlan::Persistent(u),
+                ..
+            },
+        ) = (prefer, &rec.plan.rootfs)
+            && (range.uid, range.gid) != p
+            && let Some(holder) = env.pool.holder_of(p.0)?
+            && holder != rec.id
+        {
+            return Err(PrepareError::Upper {
+                key: ann::ROOTFS_UPPER,
+                path: u.clone(),
+                msg: format!(
+                    "belongs to host root {} of the ID range container {holder} holds; its \
+                     files would not be this container's",
+                    p.0
+                ),
+            });
+        }
         crash_point("after-idpool");
     }
     let maps = id_maps(&rec.plan.userns, rec.prepared.range);
@@ -210,33 +242,66 @@ fn writable_dirs(
             rec.prepared.made_dirs.push(base.clone());
             Ok((base.join("upper"), base.join("work")))
         }
-        UpperPlan::Persistent(u) => {
+        UpperPlan::Persistent(given) => {
+            let (u, work) = persistent_dirs(env, &rec.id, given)?;
             let bad = |msg: &str| PrepareError::Upper {
                 key: ann::ROOTFS_UPPER,
-                path: u.clone(),
+                path: given.clone(),
                 msg: msg.to_string(),
             };
-            let parent = u.parent().ok_or_else(|| bad("has no parent directory"))?;
-            if !parent.is_dir() {
-                return Err(bad("its parent directory does not exist"));
-            }
-            if u.exists() && !u.is_dir() {
-                return Err(bad("exists and is not a directory"));
-            }
-            let mut work = u.clone().into_os_string();
-            work.push(".work");
-            let work = PathBuf::from(work);
-            if work.exists() {
-                return Err(PrepareError::Upper {
-                    key: ann::ROOTFS_UPPER,
-                    path: work,
-                    msg: "work dir exists: is another container using this upper dir?".into(),
-                });
+            // Made exclusively: the work dir is the claim on the upper dir, so two
+            // creates racing for one upper dir cannot both get it.
+            if let Err(e) = std::fs::create_dir(&work) {
+                let msg = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    format!(
+                        "work dir {} exists: another container uses this upper dir, or one \
+                         that crashed left it (remove it if none uses {})",
+                        work.display(),
+                        u.display()
+                    )
+                } else {
+                    format!("work dir {}: {e}", work.display())
+                };
+                return Err(bad(&msg));
             }
             rec.prepared.made_dirs.push(work.clone());
-            Ok((u.clone(), work))
+            rec.save(env.state_root)?;
+            Ok((u, work))
         }
     }
+}
+
+/// The persistent upper dir `given` with symlinks resolved (two spellings of one
+/// directory are one upper dir) and its work dir `<upper>.work`, checked: the parent
+/// exists, the upper is a directory if it exists, and both stay apart from siloc's
+/// roots and other containers ([`crate::upper_guard`]). Creates nothing.
+///
+/// Errors: [`PrepareError::Upper`] naming the annotation and why.
+fn persistent_dirs(
+    env: &Env<'_>,
+    id: &str,
+    given: &Path,
+) -> Result<(PathBuf, PathBuf), PrepareError> {
+    let bad = |msg: &str| PrepareError::Upper {
+        key: ann::ROOTFS_UPPER,
+        path: given.to_path_buf(),
+        msg: msg.to_string(),
+    };
+    let parent = given
+        .parent()
+        .ok_or_else(|| bad("has no parent directory"))?;
+    if !parent.is_dir() {
+        return Err(bad("its parent directory does not exist"));
+    }
+    let u = canonical_to_be(given).map_err(io(given))?;
+    if u.exists() && !u.is_dir() {
+        return Err(bad("exists and is not a directory"));
+    }
+    let mut work = u.clone().into_os_string();
+    work.push(".work");
+    let work = PathBuf::from(work);
+    crate::upper_guard::check_apart(env, id, &u, &work).map_err(|m| bad(&m))?;
+    Ok((u, work))
 }
 
 /// Refuses upper and work dirs that are a layer, inside one or hold one: siloc chowns
@@ -287,7 +352,7 @@ fn check_writable_apart(
 
 /// `p` with symlinks resolved, for a path whose last components may not exist yet:
 /// the deepest existing ancestor canonicalized, the rest appended.
-fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
+pub fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
     let mut rest = Vec::new();
     let mut at = p;
     loop {
