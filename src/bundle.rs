@@ -145,6 +145,7 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
             }
         }
         if let Some(p) = linux.rootfs_propagation()
+            && !p.is_empty()
             && !ROOTFS_PROPAGATION.contains(&p.as_str())
         {
             return bad(

@@ -452,11 +452,15 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     let mut linux = spec.linux().clone().unwrap_or_default();
     // libcontainer 0.7 knows only the plain names and always applies them recursively
     // (MS_REC), which is what the `r` forms runc also takes mean.
-    if let Some(p) = linux.rootfs_propagation().clone()
-        && let Some(plain) = p.strip_prefix('r')
-        && crate::bundle::ROOTFS_PROPAGATION.contains(&plain)
-    {
-        linux.set_rootfs_propagation(Some(plain.to_string()));
+    // An empty value means unset, as for runc.
+    if let Some(p) = linux.rootfs_propagation().clone() {
+        if p.is_empty() {
+            linux.set_rootfs_propagation(None);
+        } else if let Some(plain) = p.strip_prefix('r')
+            && crate::bundle::ROOTFS_PROPAGATION.contains(&plain)
+        {
+            linux.set_rootfs_propagation(Some(plain.to_string()));
+        }
     }
     if linux.cgroups_path().is_none() {
         // runc puts a container without cgroupsPath under its own name; siloc prefixes

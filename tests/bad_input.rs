@@ -739,8 +739,9 @@ fn exec_writes_its_process_file_nowhere_another_user_can_reach() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
-/// `--root` naming a file fails every command with the flag named, before anything is
-/// made (it used to say "File exists" on create and list nothing).
+/// `--root` naming a file, or a path below one, fails every command with the flag
+/// named, before anything is made (it used to say "File exists" on create, "container
+/// does not exist" on state, and list nothing).
 #[test]
 fn a_state_root_that_is_a_file_is_named() {
     needs_root!();
@@ -749,14 +750,18 @@ fn a_state_root_that_is_a_file_is_named() {
     std::fs::write(&file, "x").unwrap();
     let b = env.bundle("b", &["true"]);
     let id = env.id("rootfile");
-    for args in [
-        vec!["list"],
-        vec!["state", &id],
-        vec!["create", "--bundle", b.path(), &id],
-    ] {
+    let below = file.join("sub");
+    for (root, args) in [&file, &below].into_iter().flat_map(|r| {
+        [
+            vec!["list"],
+            vec!["state", &id],
+            vec!["create", "--bundle", b.path(), &id],
+        ]
+        .map(|a| (r, a))
+    }) {
         let o = std::process::Command::new(common::siloc_bin())
             .arg("--root")
-            .arg(&file)
+            .arg(root)
             .arg("--config")
             .arg(&env.config)
             .args(&args)

@@ -179,7 +179,7 @@ fn bind_mount_propagation() {
 }
 
 /// runc takes the recursive forms (`rshared`, `rslave`, ...) that podman passes, as
-/// well as the four names runtime-spec lists; each must run.
+/// well as the four names runtime-spec lists, and an empty value; each must run.
 #[test]
 fn rootfs_propagation_takes_runcs_names() {
     needs_root!();
@@ -193,6 +193,7 @@ fn rootfs_propagation_takes_runcs_names() {
         "rprivate",
         "unbindable",
         "runbindable",
+        "", // unset, as for runc
     ]
     .into_iter()
     .enumerate()

@@ -573,6 +573,18 @@ fn a_rootfs_on_an_idmapped_mount_is_named_as_such() {
     assert!(!ok, "create on an idmapped mount should fail");
     assert!(err.contains("already idmapped"), "{err}");
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    // An idmapped mount inside the rootfs: the recursive clone takes it along.
+    let data = b.dir.join("rootfs/data");
+    std::fs::create_dir(&data).unwrap();
+    siloc::rootfs::mount_idmapped_bind(&data, std::os::fd::AsFd::as_fd(&ns)).unwrap();
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    let _ = nix::mount::umount2(&data, nix::mount::MntFlags::MNT_DETACH);
+    assert!(!ok, "create over an idmapped submount should fail");
+    assert!(
+        err.contains("already idmapped") && err.contains("/data"),
+        "{err}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
 /// A missing process.cwd is made as the container's root (runc does the same): on the

@@ -40,6 +40,8 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// the command was `exec`, whose errors runc prefixes with "exec failed: " (where
 /// libcontainer says "failed to create container: "). Other messages pass unchanged.
 pub fn runc_message(msg: &str, exec: bool) -> String {
+    // libcontainer's console-socket errors name youki, its own runtime.
+    let msg = &msg.replace(" if youki will ", " if siloc will ");
     let msg = match msg.find(EXEC_FAILED) {
         Some(at) => format!(
             "{}unable to start container process: {}",
@@ -87,6 +89,18 @@ mod tests {
 
     const NOT_FOUND: &str = "failed to create container: exec process failed with error \
         error in executing process : executable 'nope' not found in $PATH";
+
+    #[test]
+    fn libcontainer_naming_youki_names_siloc() {
+        let m = runc_message(
+            "cannot use console socket if youki will not detach or allocate tty",
+            true,
+        );
+        assert_eq!(
+            m,
+            "exec failed: cannot use console socket if siloc will not detach or allocate tty"
+        );
+    }
 
     #[test]
     fn command_not_in_path() {

@@ -209,8 +209,15 @@ pub fn main() -> i32 {
     };
     // A missing state root is made on first create; a file there is a mistake that
     // would otherwise surface as "File exists" or as an empty list.
-    if root.exists() && !root.is_dir() {
-        eprintln!("--root {}: not a directory", root.display());
+    // The nearest existing ancestor counts too: a file there makes every command fail.
+    if let Some(p) = root.ancestors().find(|p| p.exists())
+        && !p.is_dir()
+    {
+        eprintln!(
+            "--root {}: {} is not a directory",
+            root.display(),
+            p.display()
+        );
         return 1;
     }
     let ctx = Ctx {

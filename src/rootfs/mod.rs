@@ -438,19 +438,33 @@ pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), Roo
 /// an idmap with EPERM), or the filesystem cannot be idmapped at all.
 fn idmap_refused(path: &Path, errno: Errno) -> RootfsError {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    match holder_in(&text, path) {
-        Some((mount, options)) if options.split(',').any(|o| o == "idmapped") => {
-            RootfsError::AlreadyIdmapped {
-                path: path.to_path_buf(),
-                mount,
-                errno,
-            }
-        }
-        _ => RootfsError::NotIdmappable {
+    match idmapped_at_or_below(&text, path) {
+        Some(mount) => RootfsError::AlreadyIdmapped {
+            path: path.to_path_buf(),
+            mount,
+            errno,
+        },
+        None => RootfsError::NotIdmappable {
             path: path.to_path_buf(),
             errno,
         },
     }
+}
+
+/// The mount point of an idmapped mount that holds `path` or lies below it (a
+/// recursive clone takes submounts along), from mountinfo text.
+fn idmapped_at_or_below(mountinfo: &str, path: &Path) -> Option<PathBuf> {
+    let idmapped = |o: &str| o.split(',').any(|o| o == "idmapped");
+    if let Some((mount, options)) = holder_in(mountinfo, path)
+        && idmapped(&options)
+    {
+        return Some(mount);
+    }
+    mountinfo.lines().find_map(|line| {
+        let mut f = line.split(' ');
+        let point = PathBuf::from(unescape(f.nth(4)?));
+        (point.starts_with(path) && point != path && idmapped(f.next()?)).then_some(point)
+    })
 }
 
 /// The mount point and per-mount options of the topmost mount holding `path` in
@@ -566,6 +580,19 @@ mod tests {
         assert_eq!(p, Path::new("/var"));
         let (p, _) = holder_in(mi, Path::new("/srv")).unwrap();
         assert_eq!(p, Path::new("/"));
+        // /var/lib is idmapped but covered by a tmpfs: only what holds or lies below
+        // the path counts.
+        assert_eq!(idmapped_at_or_below(mi, Path::new("/var/lib/x")), None);
+        assert_eq!(
+            idmapped_at_or_below(mi, Path::new("/var/lib")),
+            None,
+            "the top mount at /var/lib is the tmpfs"
+        );
+        let mi2 = format!("{mi}40 22 0:5 / /srv/rootfs/data rw,idmapped - ext4 /dev/vdd rw\n");
+        assert_eq!(
+            idmapped_at_or_below(&mi2, Path::new("/srv/rootfs")),
+            Some(PathBuf::from("/srv/rootfs/data"))
+        );
     }
 
     #[test]
