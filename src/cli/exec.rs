@@ -35,9 +35,9 @@ pub struct ExecArgs {
     /// File to write the process's pid to
     #[arg(long = "pid-file")]
     pub pid_file: Option<PathBuf>,
-    /// Working directory in the container
+    /// Working directory in the container (empty: the container's own, as for runc)
     #[arg(long)]
-    pub cwd: Option<PathBuf>,
+    pub cwd: Option<String>,
     /// Set an environment variable (KEY=VALUE), repeatable
     #[arg(short = 'e', long)]
     pub env: Vec<String>,
@@ -89,11 +89,12 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
         env.push(kv.clone());
     }
     p.set_env(Some(env));
-    if let Some(cwd) = &a.cwd {
-        if !cwd.is_absolute() {
-            anyhow::bail!("--cwd {}: must be an absolute path", cwd.display());
+    // runc takes an empty --cwd as no --cwd.
+    if let Some(cwd) = a.cwd.as_deref().filter(|c| !c.is_empty()) {
+        if !cwd.starts_with('/') {
+            anyhow::bail!("--cwd {cwd}: must be an absolute path");
         }
-        p.set_cwd(cwd.clone());
+        p.set_cwd(PathBuf::from(cwd));
     }
     let mut user = p.user().clone();
     if let Some(u) = &a.user {
@@ -356,6 +357,14 @@ mod tests {
 
     fn args(v: &[&str]) -> ExecArgs {
         T::parse_from(std::iter::once("t").chain(v.iter().copied())).a
+    }
+
+    #[test]
+    fn an_empty_cwd_keeps_the_containers_and_a_relative_one_is_refused() {
+        let p = process_from_args(&base(), &args(&["--cwd", "", "c1", "ls"])).unwrap();
+        assert_eq!(p.cwd(), base().process().as_ref().unwrap().cwd());
+        let e = process_from_args(&base(), &args(&["--cwd", "rel", "c1", "ls"])).unwrap_err();
+        assert!(e.to_string().contains("--cwd rel"), "{e}");
     }
 
     #[test]
