@@ -44,31 +44,23 @@ pub enum Place {
     Elsewhere(PathBuf),
 }
 
-/// Which of `mounts` covers `cwd`: the one whose destination is the longest prefix of
-/// it (the last of equals, as later mounts cover earlier ones). Relative bind sources
-/// are taken from `bundle`, as runc does.
+/// Which of `mounts` covers `cwd` (lexically clean): the last in spec order whose
+/// destination holds it, as later mounts cover earlier ones. A read-only bind is left
+/// alone (runc's mkdir fails there too). Relative bind sources are taken from
+/// `bundle`, as runc does.
 pub fn place(cwd: &Path, mounts: &[oci_spec::runtime::Mount], bundle: &Path) -> Place {
-    let mut best: Option<&oci_spec::runtime::Mount> = None;
-    for m in mounts {
-        let d = m.destination();
-        if d == Path::new("/") || !cwd.starts_with(d) {
-            continue;
-        }
-        let longer =
-            best.is_none_or(|b| d.components().count() >= b.destination().components().count());
-        if longer {
-            best = Some(m);
-        }
-    }
+    // The last mount in spec order covers the ones before it (it is mounted later).
+    let best = mounts
+        .iter()
+        .rfind(|m| m.destination() != Path::new("/") && cwd.starts_with(m.destination()));
     let Some(m) = best else {
         return Place::Rootfs;
     };
-    let is_bind = m.typ().as_deref() == Some("bind")
-        || m.options()
-            .iter()
-            .flatten()
-            .any(|o| o == "bind" || o == "rbind");
-    match (is_bind, m.source()) {
+    let opts = m.options().clone().unwrap_or_default();
+    let is_bind =
+        m.typ().as_deref() == Some("bind") || opts.iter().any(|o| o == "bind" || o == "rbind");
+    let read_only = opts.iter().any(|o| o == "ro");
+    match (is_bind && !read_only, m.source()) {
         (true, Some(src)) => Place::Bind {
             dest: m.destination().clone(),
             source: bundle.join(src),
@@ -92,10 +84,14 @@ pub fn ensure_for_spec(
     rootfs: &Path,
     owner: (u32, u32),
 ) -> Result<(), CwdError> {
+    let clean = clean(cwd);
+    let cwd = clean.as_path();
     match place(cwd, mounts, bundle) {
-        Place::Rootfs => ensure(rootfs, cwd, owner),
+        Place::Rootfs => ensure(rootfs, cwd, owner, true),
+        // A bind source is a host directory: the container's root holds no capability
+        // over it, so siloc uses none either.
         Place::Bind { dest, source, rel } if source.is_dir() => {
-            ensure(&source, &Path::new("/").join(&rel), owner).map_err(|e| CwdError {
+            ensure(&source, &Path::new("/").join(&rel), owner, false).map_err(|e| CwdError {
                 cwd: cwd.to_path_buf(),
                 at: dest.join(e.at.strip_prefix("/").unwrap_or(&e.at)),
                 errno: e.errno,
@@ -125,7 +121,12 @@ pub fn ensure_for_spec(
 /// Must run while siloc is single-threaded (setfsuid is per thread).
 ///
 /// Errors: [`CwdError`] with the first directory that could not be opened or made.
-pub fn ensure(rootfs: &Path, cwd: &Path, owner: (u32, u32)) -> Result<(), CwdError> {
+pub fn ensure(
+    rootfs: &Path,
+    cwd: &Path,
+    owner: (u32, u32),
+    with_caps: bool,
+) -> Result<(), CwdError> {
     let fail = |at: &Path| {
         let (cwd, at) = (cwd.to_path_buf(), at.to_path_buf());
         move |errno| CwdError { cwd, at, errno }
@@ -154,7 +155,7 @@ pub fn ensure(rootfs: &Path, cwd: &Path, owner: (u32, u32)) -> Result<(), CwdErr
         match resolve(&next) {
             Ok(fd) => parent = fd,
             Err(Errno::ENOENT) if name != ".." => {
-                let made = as_owner(owner, || {
+                let made = as_owner(owner, with_caps, || {
                     mkdirat(
                         Some(parent.as_raw_fd()),
                         name.as_os_str(),
@@ -204,6 +205,22 @@ fn parts(p: &Path) -> VecDeque<OsString> {
         .collect()
 }
 
+/// `p` with `.` dropped and each `..` removing the part before it, never above `/`
+/// (runc joins the cwd to the rootfs the same way).
+fn clean(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// `rel` (relative to the rootfs, starting with ".") as the container sees it.
 fn in_container(rel: &Path) -> PathBuf {
     Path::new("/").join(rel.strip_prefix(".").unwrap_or(rel))
@@ -215,16 +232,21 @@ fn in_container(rel: &Path) -> PathBuf {
 /// siloc may write where the container's root may (it holds them in its namespace),
 /// e.g. in a directory of the image owned by user 1000. Setting fsuid 0 again restores
 /// them by itself.
-fn as_owner<T>(owner: (u32, u32), f: impl FnOnce() -> T) -> T {
+fn as_owner<T>(owner: (u32, u32), with_caps: bool, f: impl FnOnce() -> T) -> T {
     use caps::{CapSet, Capability};
     let old_gid = setfsgid(Gid::from_raw(owner.1));
     let old_uid = setfsuid(Uid::from_raw(owner.0));
-    for c in [
-        Capability::CAP_DAC_OVERRIDE,
-        Capability::CAP_DAC_READ_SEARCH,
-        Capability::CAP_FOWNER,
-    ] {
-        let _ = caps::raise(None, CapSet::Effective, c);
+    let raised = if with_caps {
+        &[
+            Capability::CAP_DAC_OVERRIDE,
+            Capability::CAP_DAC_READ_SEARCH,
+            Capability::CAP_FOWNER,
+        ][..]
+    } else {
+        &[]
+    };
+    for c in raised {
+        let _ = caps::raise(None, CapSet::Effective, *c);
     }
     let out = f();
     setfsuid(old_uid);
@@ -267,6 +289,21 @@ mod tests {
             }
         );
         assert_eq!(at("/data/cache/x"), Place::Elsewhere("/data/cache".into()));
+        // A later mount covers an earlier one below it; a read-only bind is left alone.
+        let later = [
+            mount("/data/sub", "tmpfs", "tmpfs", &[]),
+            mount("/data", "bind", "/host/data", &["rbind"]),
+            mount("/ro", "bind", "/host/ro", &["rbind", "ro"]),
+        ];
+        assert!(matches!(
+            place(Path::new("/data/sub/x"), &later, b),
+            Place::Bind { .. }
+        ));
+        assert_eq!(
+            place(Path::new("/ro/x"), &later, b),
+            Place::Elsewhere("/ro".into())
+        );
+        assert_eq!(clean(Path::new("/data/../etc/./x/")), Path::new("/etc/x"));
         assert_eq!(
             at("/rel/x"),
             Place::Bind {
@@ -277,6 +314,10 @@ mod tests {
         );
     }
 
+    fn ensure_t(root: &Path, cwd: &Path, owner: (u32, u32)) -> Result<(), CwdError> {
+        ensure(root, cwd, owner, true)
+    }
+
     #[test]
     fn missing_parts_are_made_and_symlinks_stay_inside() {
         let d = tempfile::tempdir().unwrap();
@@ -285,25 +326,25 @@ mod tests {
         // An absolute symlink in the image points at the image's /etc, not the host's.
         std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
         let me = (Uid::current().as_raw(), Gid::current().as_raw());
-        ensure(&root, Path::new("/work/a/b"), me).unwrap();
+        ensure_t(&root, Path::new("/work/a/b"), me).unwrap();
         assert!(root.join("work/a/b").is_dir());
-        ensure(&root, Path::new("/link/new"), me).unwrap();
+        ensure_t(&root, Path::new("/link/new"), me).unwrap();
         assert!(root.join("etc/new").is_dir());
         // A dangling symlink: its target is made, inside the rootfs.
         std::os::unix::fs::symlink("/srv/app", root.join("app")).unwrap();
         std::os::unix::fs::symlink("../etc/x", root.join("work/rel")).unwrap();
-        ensure(&root, Path::new("/app/data"), me).unwrap();
+        ensure_t(&root, Path::new("/app/data"), me).unwrap();
         assert!(root.join("srv/app/data").is_dir());
-        ensure(&root, Path::new("/work/rel/y"), me).unwrap();
+        ensure_t(&root, Path::new("/work/rel/y"), me).unwrap();
         assert!(root.join("etc/x/y").is_dir());
         std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
-        let e = ensure(&root, Path::new("/loop/z"), me).unwrap_err();
+        let e = ensure_t(&root, Path::new("/loop/z"), me).unwrap_err();
         assert_eq!(e.errno, Errno::ELOOP);
-        ensure(&root, Path::new("/../../up"), me).unwrap();
+        ensure_t(&root, Path::new("/../../up"), me).unwrap();
         assert!(root.join("up").is_dir() && !d.path().join("up").exists());
-        ensure(&root, Path::new("/"), me).unwrap();
+        ensure_t(&root, Path::new("/"), me).unwrap();
         std::fs::write(root.join("file"), "x").unwrap();
-        let e = ensure(&root, Path::new("/file/sub"), me).unwrap_err();
+        let e = ensure_t(&root, Path::new("/file/sub"), me).unwrap_err();
         assert_eq!(
             (e.at.as_path(), e.errno),
             (Path::new("/file"), Errno::ENOTDIR)

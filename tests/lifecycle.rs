@@ -153,6 +153,10 @@ fn unexecutable_commands_fail_in_runc_words() {
         o.status.success() && out.starts_with("/proc/"),
         "{out} {o:?}"
     );
+    // Another failure with that cwd is not blamed on the cwd.
+    let o = env.siloc(&["exec", "--cwd", "/proc/self", &c.id, "/nonexistent-binary"]);
+    let err = String::from_utf8_lossy(&o.stderr).replace("\\\"", "\"");
+    assert!(err.contains(r#"exec: "/nonexistent-binary""#), "{err}");
     let o = env.siloc(&["exec", "--cwd", "/nonexistent", &c.id, "true"]);
     let err = String::from_utf8_lossy(&o.stderr).replace("\\\"", "\"");
     assert_eq!(o.status.code(), Some(255), "{err}");

@@ -312,9 +312,14 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
         // libcontainer says only "failed to unix syscall" when the chdir fails: look at
         // the cwd after the fact (a check before would misjudge /proc/self, which from
         // outside the container's PID namespace names nothing).
-        match init.map(|pid| check_cwd(pid.as_raw(), p.cwd())) {
-            Some(Err(cwd)) => cwd,
-            _ => anyhow::Error::from(e),
+        // Only for that failure, and not under /proc, whose view from outside differs.
+        let chdir_failed = e.to_string().contains("failed to unix syscall");
+        match init.filter(|_| chdir_failed && !p.cwd().starts_with("/proc")) {
+            Some(pid) => match check_cwd(pid.as_raw(), p.cwd()) {
+                Err(cwd) => cwd,
+                Ok(()) => anyhow::Error::from(e),
+            },
+            None => anyhow::Error::from(e),
         }
     })?;
     let Some(queue) = queue else {
