@@ -556,6 +556,20 @@ fn a_persistent_upper_stays_apart_from_siloc_and_other_containers() {
     refused("work", &x_work, "of container");
     refused("nested", &x_upper.join("inner"), "of container");
     refused("alias", &ups.join("alias"), "of container");
+    refused("their-layer", &base, "of container");
+    // A bind mount of the state root is the state root.
+    let salias = env.dir.path().join("salias");
+    std::fs::create_dir(&salias).unwrap();
+    nix::mount::mount(
+        Some(&env.root),
+        &salias,
+        None::<&str>,
+        nix::mount::MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .unwrap();
+    refused("bound-state", &salias.join(".siloc"), "state root");
+    let _ = nix::mount::umount2(&salias, nix::mount::MntFlags::MNT_DETACH);
     assert!(x_work.is_dir(), "the live container's work dir was removed");
     assert_eq!(x.exec(&["true"]).0, 0);
     // x's upper dir belongs to x's range; once x is gone, another container takes that
