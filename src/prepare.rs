@@ -2,7 +2,7 @@
 //! mount), each recorded before it acts, and their undo in reverse order. Then the
 //! final spec that libcontainer receives.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxIdMappingBuilder, LinuxNamespaceBuilder, LinuxNamespaceType, Spec};
@@ -390,11 +390,19 @@ fn check_empty_dir(p: &Path) -> Result<(), PrepareError> {
 /// Creates `d` (and parents) if missing, mode 0755, owned by `owner` (container root).
 fn make_owned_dir(d: &Path, owner: (u32, u32)) -> Result<(), PrepareError> {
     std::fs::create_dir_all(d).map_err(io(d))?;
-    let meta = std::fs::metadata(d).map_err(io(d))?;
+    // Through an fd opened without following a symlink at `d`: a symlink swapped in
+    // after the checks must not make siloc chown or chmod its target.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(d)
+        .map_err(io(d))?;
+    let meta = f.metadata().map_err(io(d))?;
     if (meta.uid(), meta.gid()) != owner {
-        std::os::unix::fs::chown(d, Some(owner.0), Some(owner.1)).map_err(io(d))?;
+        std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1)).map_err(io(d))?;
     }
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(io(d))
+    f.set_permissions(std::fs::Permissions::from_mode(0o755))
+        .map_err(io(d))
 }
 
 /// Undoes whatever `rec.prepared` says was (or may have been) done, in reverse order.
@@ -517,4 +525,23 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
         spec.set_annotations(Some(a));
     }
     Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owned_dir_is_never_reached_through_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = d.path().join("upper");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let before = std::fs::metadata(&target).unwrap();
+        assert!(make_owned_dir(&link, (before.uid() + 1, before.gid() + 1)).is_err());
+        let after = std::fs::metadata(&target).unwrap();
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+        make_owned_dir(&d.path().join("new/dir"), (before.uid(), before.gid())).unwrap();
+    }
 }
