@@ -34,7 +34,10 @@ ctrd_pid=$!
 for _ in $(seq 50); do [ -S "$T/ctrd/sock" ] && break; sleep 0.1; done
 ctr=(ctr --address "$T/ctrd/sock")
 for a in "$SILOC_ARCHIVE_BUSYBOX" "$SILOC_ARCHIVE_DEBIAN"; do "${ctr[@]}" image import "$a"; done
-"${ctr[@]}" image ls -q | grep -qx localhost/siloc/busybox:latest || fail "ctr: busybox not imported"
+# Listed first, then searched: `grep -q` stops reading at its match, and the writer's
+# SIGPIPE then fails the pipeline under pipefail.
+imgs=$("${ctr[@]}" image ls -q)
+grep -qx localhost/siloc/busybox:latest <<<"$imgs" || fail "ctr: busybox not imported"
 out=$("${ctr[@]}" run --rm localhost/siloc/busybox:latest "$id-bb" sh -c 'echo busybox ok')
 [ "$out" = "busybox ok" ] || fail "ctr busybox: $out"
 out=$("${ctr[@]}" run --rm localhost/siloc/debian:latest "$id-deb" sh -c \
@@ -51,7 +54,8 @@ podman=(podman --root "$T/podman/root" --runroot "$T/podman/run" --tmpdir "$T/po
 limits=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network none)
 "${podman[@]}" load -i "$SILOC_ARCHIVE_BUSYBOX"
 "${podman[@]}" pull -q "oci-archive:$SILOC_ARCHIVE_DEBIAN"
-"${podman[@]}" images --format '{{.Repository}}:{{.Tag}}' | grep -qx localhost/siloc/debian:latest ||
+imgs=$("${podman[@]}" images --format '{{.Repository}}:{{.Tag}}')
+grep -qx localhost/siloc/debian:latest <<<"$imgs" ||
   fail "podman: debian not named localhost/siloc/debian:latest"
 out=$("${podman[@]}" run --rm "${limits[@]}" localhost/siloc/busybox:latest sh -c 'echo busybox ok')
 [ "$out" = "busybox ok" ] || fail "podman busybox: $out"
