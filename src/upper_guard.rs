@@ -20,37 +20,50 @@ fn overlap(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-/// Whether `p` or one of its existing ancestors is the directory `root` (same device
-/// and inode): true for `p` inside `root` also when reached through a bind mount.
-fn inside_by_inode(p: &Path, root: &Path) -> bool {
-    let Ok(r) = std::fs::metadata(root) else {
-        return false;
-    };
-    p.ancestors()
-        .filter_map(|a| std::fs::metadata(a).ok())
-        .any(|m| (m.dev(), m.ino()) == (r.dev(), r.ino()))
+/// A path with the device and inode of it and of each existing ancestor, read once.
+struct OnDisk {
+    path: PathBuf,
+    /// `path`'s own (dev, ino), if it exists.
+    id: Option<(u64, u64)>,
+    /// The (dev, ino) of `path` and every existing ancestor.
+    ancestors: Vec<(u64, u64)>,
 }
 
-/// [`overlap`] by path, or by device and inode either way.
-fn overlap_on_disk(a: &Path, b: &Path) -> bool {
-    overlap(a, b) || inside_by_inode(a, b) || inside_by_inode(b, a)
+impl OnDisk {
+    fn new(path: PathBuf) -> OnDisk {
+        let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        OnDisk {
+            id: id_of(&path),
+            ancestors: path.ancestors().filter_map(id_of).collect(),
+            path,
+        }
+    }
+
+    /// [`overlap`] by path, or one inside the other by device and inode, so a
+    /// directory reached through a bind mount is still found.
+    fn overlaps(&self, other: &OnDisk) -> bool {
+        let inside = |a: &OnDisk, b: &OnDisk| b.id.is_some_and(|id| a.ancestors.contains(&id));
+        overlap(&self.path, &other.path) || inside(self, other) || inside(other, self)
+    }
 }
 
 /// Refuses `upper` and `work` (canonical, for container `id`) when they overlap the
-/// data root, the state root, or an upper or work dir of another container recorded
-/// under the state root. Errors: why, naming the other path.
+/// data root, the state root, or an upper or work dir, layer or root.path of another
+/// container recorded under the state root. Errors: why, naming the other path.
 pub fn check_apart(env: &Env<'_>, id: &str, upper: &Path, work: &Path) -> Result<(), String> {
-    let canon = |p: &Path| canonical_to_be(p).unwrap_or_else(|_| p.to_path_buf());
+    let disk = |p: &Path| OnDisk::new(canonical_to_be(p).unwrap_or_else(|_| p.to_path_buf()));
+    let ours = [disk(upper), disk(work)];
+    let clash = |theirs: &OnDisk| {
+        ours.iter()
+            .find(|d| d.overlaps(theirs))
+            .map(|d| d.path.display().to_string())
+    };
     for (what, root) in [("data root", env.data_root), ("state root", env.state_root)] {
-        let root = canon(root);
-        if let Some(d) = [upper, work]
-            .into_iter()
-            .find(|d| overlap_on_disk(d, &root))
-        {
+        let root = disk(root);
+        if let Some(d) = clash(&root) {
             return Err(format!(
-                "{} overlaps siloc's {what} {}: upper dirs must be apart from it",
-                d.display(),
-                root.display()
+                "{d} overlaps siloc's {what} {}: upper dirs must be apart from it",
+                root.path.display()
             ));
         }
     }
@@ -61,15 +74,11 @@ pub fn check_apart(env: &Env<'_>, id: &str, upper: &Path, work: &Path) -> Result
         let Ok(Some(rec)) = Record::load(env.state_root, &other) else {
             continue;
         };
-        for theirs in dirs_of(&rec).iter().map(|p| canon(p)) {
-            if let Some(d) = [upper, work]
-                .into_iter()
-                .find(|d| overlap_on_disk(d, &theirs))
-            {
+        for theirs in dirs_of(&rec).iter().map(|p| disk(p)) {
+            if let Some(d) = clash(&theirs) {
                 return Err(format!(
-                    "{} overlaps {} of container {other}",
-                    d.display(),
-                    theirs.display()
+                    "{d} overlaps {} of container {other}",
+                    theirs.path.display()
                 ));
             }
         }
@@ -114,8 +123,8 @@ mod tests {
         std::os::unix::fs::symlink(&root, d.path().join("alias")).unwrap();
         let via_alias = d.path().join("alias/sub/upper");
         assert!(!overlap(&via_alias, &root));
-        assert!(inside_by_inode(&via_alias, &root));
-        assert!(overlap_on_disk(&root, &via_alias));
-        assert!(!overlap_on_disk(&d.path().join("other"), &root));
+        let (alias, root) = (OnDisk::new(via_alias), OnDisk::new(root));
+        assert!(alias.overlaps(&root) && root.overlaps(&alias));
+        assert!(!OnDisk::new(d.path().join("other")).overlaps(&root));
     }
 }
