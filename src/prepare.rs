@@ -112,36 +112,28 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         rec.prepared.placement = placement;
         rec.save(env.state_root)?;
     }
-    // A persistent upper dir is checked before it can pick the ID range.
-    if let RootfsPlan::Overlay {
-        upper: UpperPlan::Persistent(u),
-        ..
-    } = &rec.plan.rootfs
-    {
-        persistent_dirs(env, &rec.id, u)?;
-    }
+    // A persistent upper dir is checked before it can pick the ID range:
+    // (as given, (resolved, work dir)).
+    let persistent = match &rec.plan.rootfs {
+        RootfsPlan::Overlay {
+            upper: UpperPlan::Persistent(u),
+            ..
+        } => Some((u.clone(), persistent_dirs(env, &rec.id, u)?)),
+        _ => None,
+    };
     if let UsernsPlan::Auto { size } = rec.plan.userns {
         // The pool table is this step's record: release by id is always safe.
         // A persistent upper dir is owned by the host root of the range that made it.
-        let prefer = match &rec.plan.rootfs {
-            RootfsPlan::Overlay {
-                upper: UpperPlan::Persistent(u),
-                ..
-            } => std::fs::metadata(u).ok().map(|m| (m.uid(), m.gid())),
-            _ => None,
-        };
+        let prefer = persistent
+            .as_ref()
+            .and_then(|(_, (u, _))| std::fs::metadata(u).ok())
+            .map(|m| (m.uid(), m.gid()));
         let range = env.pool.allocate_preferring(&rec.id, size, prefer)?;
         rec.prepared.range = Some(range);
         rec.save(env.state_root)?;
         // Another range would show the upper dir's files as the overflow ID: refuse,
         // rather than hand the container someone else's files it cannot own.
-        if let (
-            Some(p),
-            RootfsPlan::Overlay {
-                upper: UpperPlan::Persistent(u),
-                ..
-            },
-        ) = (prefer, &rec.plan.rootfs)
+        if let (Some(p), Some((u, _))) = (prefer, &persistent)
             && (range.uid, range.gid) != p
             && let Some(holder) = env.pool.holder_of(p.0)?
             && holder != rec.id
@@ -176,7 +168,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             // Check everything the caller can get wrong before creating anything.
             let layers = rootfs::check_layers(&layers)?;
             check_empty_dir(&rec.rootfs)?;
-            let (upper_dir, work_dir) = writable_dirs(env, rec, &upper)?;
+            let (upper_dir, work_dir) = writable_dirs(env, rec, persistent.as_ref())?;
             check_writable_apart(&upper_dir, &work_dir, &layers, &rec.rootfs, &upper)?;
             let owner = host_root(&maps);
             rec.save(env.state_root)?;
@@ -224,14 +216,16 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
     Ok(())
 }
 
-/// Chooses the upper and work dirs and records the ones siloc creates.
+/// Chooses the upper and work dirs and records the ones siloc creates: the ephemeral
+/// ones under the data root, or the `persistent` upper dir (as given, and as checked by
+/// [`persistent_dirs`]) with its work dir.
 fn writable_dirs(
     env: &Env<'_>,
     rec: &mut Record,
-    upper: &UpperPlan,
+    persistent: Option<&(PathBuf, (PathBuf, PathBuf))>,
 ) -> Result<(PathBuf, PathBuf), PrepareError> {
-    match upper {
-        UpperPlan::Ephemeral => {
+    match persistent {
+        None => {
             let base = env.data_root.join("containers").join(&rec.id);
             if base.exists() {
                 return Err(PrepareError::Io {
@@ -242,8 +236,7 @@ fn writable_dirs(
             rec.prepared.made_dirs.push(base.clone());
             Ok((base.join("upper"), base.join("work")))
         }
-        UpperPlan::Persistent(given) => {
-            let (u, work) = persistent_dirs(env, &rec.id, given)?;
+        Some((given, (u, work))) => {
             let bad = |msg: &str| PrepareError::Upper {
                 key: ann::ROOTFS_UPPER,
                 path: given.clone(),
@@ -251,7 +244,7 @@ fn writable_dirs(
             };
             // Made exclusively: the work dir is the claim on the upper dir, so two
             // creates racing for one upper dir cannot both get it.
-            if let Err(e) = std::fs::create_dir(&work) {
+            if let Err(e) = std::fs::create_dir(work) {
                 let msg = if e.kind() == std::io::ErrorKind::AlreadyExists {
                     format!(
                         "work dir {} exists: another container uses this upper dir, or one \
@@ -266,7 +259,7 @@ fn writable_dirs(
             }
             rec.prepared.made_dirs.push(work.clone());
             rec.save(env.state_root)?;
-            Ok((u, work))
+            Ok((u.clone(), work.clone()))
         }
     }
 }
