@@ -84,7 +84,7 @@ pub fn ensure_for_spec(
     rootfs: &Path,
     owner: (u32, u32),
 ) -> Result<(), CwdError> {
-    let clean = clean(cwd);
+    let clean = crate::paths::clean(cwd);
     let cwd = clean.as_path();
     match place(cwd, mounts, bundle) {
         Place::Rootfs => ensure(rootfs, cwd, owner, true),
@@ -205,22 +205,6 @@ fn parts(p: &Path) -> VecDeque<OsString> {
         .collect()
 }
 
-/// `p` with `.` dropped and each `..` removing the part before it, never above `/`
-/// (runc joins the cwd to the rootfs the same way).
-fn clean(p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
 /// `rel` (relative to the rootfs, starting with ".") as the container sees it.
 fn in_container(rel: &Path) -> PathBuf {
     Path::new("/").join(rel.strip_prefix(".").unwrap_or(rel))
@@ -303,7 +287,10 @@ mod tests {
             place(Path::new("/ro/x"), &later, b),
             Place::Elsewhere("/ro".into())
         );
-        assert_eq!(clean(Path::new("/data/../etc/./x/")), Path::new("/etc/x"));
+        assert_eq!(
+            crate::paths::clean(Path::new("/data/../etc/./x/")),
+            Path::new("/etc/x")
+        );
         assert_eq!(
             at("/rel/x"),
             Place::Bind {

@@ -19,6 +19,7 @@ pub mod locality;
 pub mod logging;
 pub mod mount_fixups;
 pub mod numa;
+pub mod paths;
 pub mod pidfd;
 pub mod placement;
 pub mod plan;

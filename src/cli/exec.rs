@@ -194,7 +194,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // any user plant a symlink there and have root overwrite its target.
     let mut generated = None;
     let process = match &a.process {
-        Some(p) => super::paths::absolute_clean(p)?,
+        Some(p) => crate::paths::absolute_clean(p)?,
         None => {
             let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
             let rec = record::dir(&ctx.root, &a.id);
@@ -288,7 +288,7 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
         None => a
             .console_socket
             .as_deref()
-            .map(super::paths::absolute_clean)
+            .map(crate::paths::absolute_clean)
             .transpose()?,
     };
     let init = engine::load(&ctx.root, &a.id)?.pid();
@@ -300,7 +300,7 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
             pid_file: a
                 .pid_file
                 .as_deref()
-                .map(super::paths::absolute_clean)
+                .map(crate::paths::absolute_clean)
                 .transpose()?,
             console_socket,
             preserve_fds: a.preserve_fds,

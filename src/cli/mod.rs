@@ -14,7 +14,6 @@ mod foreground;
 mod image;
 mod info;
 mod kill;
-mod paths;
 mod pause;
 mod scenario;
 mod spec;
@@ -200,7 +199,7 @@ pub fn main() -> i32 {
     // runc makes --root absolute before anything else: libcontainer changes the
     // working directory while it creates a container, and a relative state root would
     // then name another place (and leave a half-made record behind).
-    let root = match paths::absolute_clean(&cli.root) {
+    let root = match crate::paths::absolute_clean(&cli.root) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("--root {}: {e}", cli.root.display());

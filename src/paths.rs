@@ -1,17 +1,15 @@
-//! Command-line paths made absolute the way runc does (Go's `filepath.Abs`): joined to
-//! the working directory and cleaned lexically, so `missing/../pid` names `./pid`
-//! even though `missing` does not exist, as it does for runc.
+//! Paths cleaned lexically the way runc does (Go's `filepath.Clean`/`filepath.Abs`):
+//! `.` parts dropped and each `..` removing the part before it, never above `/`, with
+//! no symlink resolved. Command-line paths get it, so `missing/../pid` names `./pid`
+//! even though `missing` does not exist; so does a process cwd before it is made.
 
 use std::path::{Component, Path, PathBuf};
 
-/// `p` joined to the working directory when relative, with `.` parts dropped and each
-/// `..` removing the part before it (never above `/`). Symlinks are not resolved.
-///
-/// Errors: the working directory cannot be read (only for a relative `p`).
-pub fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
-    let abs = std::path::absolute(p)?;
+/// `p` (taken as absolute) with `.` parts dropped and each `..` removing the part
+/// before it, never above `/`. Symlinks are not resolved.
+pub fn clean(p: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
-    for c in abs.components() {
+    for c in p.components() {
         match c {
             Component::Normal(n) => out.push(n),
             Component::ParentDir => {
@@ -20,7 +18,14 @@ pub fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
             Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
         }
     }
-    Ok(out)
+    out
+}
+
+/// `p` joined to the working directory when relative, then [`clean`]ed.
+///
+/// Errors: the working directory cannot be read (only for a relative `p`).
+pub fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
+    Ok(clean(&std::path::absolute(p)?))
 }
 
 #[cfg(test)]
