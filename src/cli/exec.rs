@@ -187,7 +187,7 @@ fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
 /// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
 pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
-    engine::load(&ctx.root, &a.id)?;
+    let init = engine::load(&ctx.root, &a.id)?.pid();
     // The generated file lives in siloc's own record dir of the container (root's,
     // under the state root), created new (O_EXCL: no symlink followed, 0600) and
     // removed when dropped: a plain write to a fixed name in a world-writable /tmp let
@@ -216,7 +216,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
             file.0.clone()
         }
     };
-    let result = exec_process(ctx, &a, process);
+    let result = exec_process(ctx, &a, process, init);
     drop(generated);
     result
 }
@@ -269,7 +269,13 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32> {
+/// Runs `process` in the container whose init is `init` (to look at a failed cwd).
+fn exec_process(
+    ctx: &Ctx,
+    a: &ExecArgs,
+    process: PathBuf,
+    init: Option<nix::unistd::Pid>,
+) -> anyhow::Result<i32> {
     let p = checked_process(&process)?;
     let terminal = p.terminal().unwrap_or(false);
     let foreground = !a.detach;
@@ -291,7 +297,6 @@ fn exec_process(ctx: &Ctx, a: &ExecArgs, process: PathBuf) -> anyhow::Result<i32
             .map(crate::paths::absolute_clean)
             .transpose()?,
     };
-    let init = engine::load(&ctx.root, &a.id)?.pid();
     let pid = engine::exec(
         &ctx.root,
         &a.id,
