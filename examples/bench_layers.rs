@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use siloc::rootfs::{self, IdMap, OverlaySpec, mountapi};
+use siloc::rootfs::{self, OverlaySpec};
+use siloc::sys::mountapi;
+use siloc::userns::{IdMap, userns_with_mapping};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -175,7 +177,7 @@ fn userns(i: usize) -> std::os::fd::OwnedFd {
         host_id: host,
         size: 65536,
     }];
-    rootfs::userns_with_mapping(&m, &m).expect("throwaway user namespace")
+    userns_with_mapping(&m, &m).expect("throwaway user namespace")
 }
 
 /// The per-container dirs: target, upper, work, and a temp dir for mount points.

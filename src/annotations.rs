@@ -32,3 +32,20 @@ pub const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
 /// Written by siloc when an I/O policy applies: `class=NAME cgroup=v1 devices=
 /// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N spec=…` (`-`: none).
 pub const OUT_IO_POLICY: &str = "io.siloc.io.policy";
+
+/// A bad `io.siloc.*` annotation or host default; names the annotation. Each feature's
+/// `plan` returns it, so the message reads `annotation io.siloc.numa: ...`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("annotation {key}: {msg}")]
+pub struct AnnotationError {
+    pub key: String,
+    pub msg: String,
+}
+
+/// An [`AnnotationError`] for annotation `key`.
+pub fn err(key: &str, msg: impl Into<String>) -> AnnotationError {
+    AnnotationError {
+        key: key.to_string(),
+        msg: msg.into(),
+    }
+}

@@ -1,5 +1,8 @@
 //! The host configuration, `/etc/siloc/siloc.toml` (path from `--config` or
-//! `SILOC_CONFIG`). Every setting has a default, so no file is needed.
+//! `SILOC_CONFIG`). Every setting has a default, so no file is needed. Each section
+//! belongs to its feature (`[userns]` to [`crate::userns`], `[numa]` to
+//! [`crate::numa`], `[io]` to [`crate::iopolicy`], `[image]` to [`crate::image`]),
+//! which checks it; this module reads the file and names the file in errors.
 //!
 //! ```toml
 //! data_root = "/var/lib/siloc"   # ephemeral upper dirs and the layer store; on a real disk
@@ -23,21 +26,20 @@
 //! store = "/var/lib/siloc/store" # content-addressed layer store
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use crate::image::ImageConfig;
+pub use crate::iopolicy::IoConfig;
+pub use crate::numa::NumaConfig;
+pub use crate::userns::UsernsConfig;
 
 /// Where the file is looked for when neither `--config` nor `SILOC_CONFIG` is given.
 pub const DEFAULT_PATH: &str = "/etc/siloc/siloc.toml";
 /// Default data root: on disk, because the NUMA and I/O features need the block device
 /// that holds each container's writable layer (the state root under /run is tmpfs).
 pub const DEFAULT_DATA_ROOT: &str = "/var/lib/siloc";
-/// Default pool when /etc/subuid has no `containers` entry: 16384 ranges of 65536 IDs
-/// starting at 100000 (the first ID `useradd` leaves to sub-ID ranges).
-pub const DEFAULT_POOL_START: u32 = 100_000;
-pub const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
-
 /// Errors from reading the host configuration; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -71,77 +73,6 @@ pub struct HostConfig {
     pub source: Option<PathBuf>,
 }
 
-/// `[userns]`: per-container user namespaces (DESIGN.md item 1).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UsernsConfig {
-    /// `off` or `auto`; a container's `io.siloc.userns` annotation overrides it.
-    pub default: String,
-    /// IDs per container when `io.siloc.userns.size` is not given.
-    pub size: u32,
-    /// First host ID of the pool. Unset: /etc/subuid's `containers` entry, else 100000.
-    pub pool_start: Option<u32>,
-    /// Number of host IDs in the pool.
-    pub pool_size: Option<u32>,
-}
-
-/// `[numa]`: NUMA-local placement (DESIGN.md item 3).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NumaConfig {
-    /// `off`, `auto` or `node:N`; `io.siloc.numa` overrides it.
-    pub default: String,
-}
-
-/// `[io]`: disk I/O policies (DESIGN.md item 4).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct IoConfig {
-    /// Class applied to containers that name none.
-    pub default_class: Option<String>,
-    /// Named classes, `[io.class.NAME]`.
-    pub class: BTreeMap<String, IoClass>,
-}
-
-/// One I/O class as written in the file. Bandwidths are bytes/s (number or string with
-/// K/M/G suffix), IOPS are plain numbers, weight is 1..=10000 (cgroup v2 io.weight;
-/// cgroup v1 blkio.weight takes 10..=1000 and siloc clamps to it).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct IoClass {
-    pub rbps: Option<SizeValue>,
-    pub wbps: Option<SizeValue>,
-    pub riops: Option<u64>,
-    pub wiops: Option<u64>,
-    pub weight: Option<u16>,
-}
-
-/// A size written as a number of bytes or as a string with a suffix (`"50M"`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum SizeValue {
-    Bytes(u64),
-    Text(String),
-}
-
-impl SizeValue {
-    /// The value in bytes. Errors: the text is not a size.
-    pub fn bytes(&self) -> Result<u64, crate::units::SizeError> {
-        match self {
-            SizeValue::Bytes(b) => Ok(*b),
-            SizeValue::Text(t) => crate::units::parse_size(t),
-        }
-    }
-}
-
-/// `[image]`: the layer store of `siloc image`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ImageConfig {
-    /// Store root; default `<data_root>/store`.
-    pub store: Option<PathBuf>,
-}
-
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
@@ -151,25 +82,6 @@ impl Default for HostConfig {
             io: IoConfig::default(),
             image: ImageConfig::default(),
             source: None,
-        }
-    }
-}
-
-impl Default for UsernsConfig {
-    fn default() -> Self {
-        UsernsConfig {
-            default: "off".into(),
-            size: 65_536,
-            pool_start: None,
-            pool_size: None,
-        }
-    }
-}
-
-impl Default for NumaConfig {
-    fn default() -> Self {
-        NumaConfig {
-            default: "off".into(),
         }
     }
 }
@@ -216,56 +128,11 @@ impl HostConfig {
         if !self.data_root.is_absolute() {
             return Err(invalid("data_root", "must be an absolute path".into()));
         }
-        if !matches!(self.userns.default.as_str(), "off" | "auto") {
-            return Err(invalid(
-                "userns.default",
-                format!("{:?}: use \"off\" or \"auto\"", self.userns.default),
-            ));
+        if let Err((key, msg)) = self.userns.check().and(self.numa.check()) {
+            return Err(invalid(key, msg));
         }
-        if let Err(m) = crate::numa::NumaMode::parse(&self.numa.default) {
-            return Err(invalid("numa.default", m));
-        }
-        if self.userns.size == 0 {
-            return Err(invalid("userns.size", "must be at least 1".into()));
-        }
-        if self.userns.pool_size == Some(0) {
-            return Err(invalid("userns.pool_size", "must be at least 1".into()));
-        }
-        // Host IDs end below 4294967295, which is (uid_t)-1, "no ID" to the kernel.
-        if let (Some(start), Some(size)) = (self.userns.pool_start, self.userns.pool_size)
-            && u64::from(start) + u64::from(size) > u64::from(u32::MAX)
-        {
-            return Err(invalid(
-                "userns.pool_size",
-                format!(
-                    "pool_start {start} + pool_size {size} passes the last host ID {}",
-                    u32::MAX - 1
-                ),
-            ));
-        }
-        for (name, class) in &self.io.class {
-            for (key, v) in [("rbps", &class.rbps), ("wbps", &class.wbps)] {
-                if let Some(v) = v {
-                    v.bytes()
-                        .map_err(|e| invalid(&format!("io.class.{name}.{key}"), e.to_string()))?;
-                }
-            }
-            if let Some(w) = class.weight
-                && !(1..=10_000).contains(&w)
-            {
-                return Err(invalid(
-                    &format!("io.class.{name}.weight"),
-                    format!("{w} is outside 1..=10000"),
-                ));
-            }
-        }
-        if let Some(c) = &self.io.default_class
-            && !self.io.class.contains_key(c)
-        {
-            return Err(invalid(
-                "io.default_class",
-                format!("no [io.class.{c}] section"),
-            ));
+        if let Err((key, msg)) = self.io.check() {
+            return Err(invalid(&key, msg));
         }
         Ok(())
     }

@@ -1,34 +1,44 @@
-//! siloc: a runc-compatible OCI runtime (see ../shared/DESIGN.md for the picture).
+//! siloc: a runc-compatible OCI runtime (see ARCHITECTURE.md for the map, and
+//! ../shared/DESIGN.md for the picture).
 //!
-//! The path of one container: [`bundle`] → [`plan`] → [`record`] → [`prepare`]
-//! ([`idpool`], [`rootfs`]) → [`engine`] (libcontainer) and back on delete; the
-//! [`cli`] speaks runc's language on top.
+//! Modules in the order one container meets them: the [`cli`] speaks runc's language;
+//! [`lifecycle`] takes a bundle through plan → record → prepare → final spec; the
+//! features it plans and prepares are [`userns`], [`rootfs`], [`numa`] and
+//! [`iopolicy`]; [`engine`] hands the final spec to libcontainer and holds the
+//! workarounds of its gaps; [`sys`] has the low-level mechanisms they share. Beside
+//! the path: [`image`] (OCI images to layers and bundles) and [`scenario`] (the
+//! disk-isolation runner).
 
-pub mod annotations;
-pub mod bundle;
+// The command line: runc's commands, then siloc's own.
 pub mod cli;
-pub mod config;
-pub mod cwd;
-pub mod engine;
-pub mod exe_guard;
-pub mod idpool;
-pub mod image;
-pub mod iopolicy;
-pub mod lifecycle;
-pub mod locality;
-pub mod logging;
-pub mod mount_fixups;
-pub mod numa;
-pub mod paths;
-pub mod pidfd;
-pub mod placement;
-pub mod plan;
-pub mod prepare;
-pub mod record;
+
+// The host configuration, one section per feature.
+pub(crate) mod config;
+
+// The path of one container: bundle → plan → record → prepare → final spec.
+pub(crate) mod lifecycle;
+
+// What a bundle asks of siloc, and what siloc reports back.
+pub(crate) mod annotations;
+
+// The features lifecycle plans and prepares.
+pub mod userns;
+
 pub mod rootfs;
-pub mod scenario;
-pub mod signals;
-pub mod topology;
-pub mod tty;
-pub mod units;
-pub mod upper_guard;
+
+pub mod numa;
+
+pub(crate) mod iopolicy;
+
+// libcontainer, and the workarounds of its gaps.
+pub(crate) mod engine;
+
+// Mechanisms shared by all of the above.
+pub mod sys;
+
+// Beside the path: images to layers and bundles, the disk-isolation runner.
+pub(crate) mod image;
+
+pub(crate) mod scenario;
+
+pub(crate) mod units;

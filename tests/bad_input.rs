@@ -239,6 +239,7 @@ fn unwritable_pid_file_fails_create_and_exec() {
 #[test]
 fn forced_delete_waits_for_a_create_in_progress() {
     needs_root!();
+    needs_test_hooks!();
     let env = TestEnv::new();
     let mut b = env.bundle("b", &["sleep", "1000"]);
     b.annotate("io.siloc.userns", "auto");

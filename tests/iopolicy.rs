@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Bundle, Container, TestEnv};
-use siloc::locality::{Resolver, StatLookup};
+use siloc::numa::locality::{Resolver, StatLookup};
 
 const CLASSES: &str =
     "[io.class.limited]\nrbps = \"16M\"\nwbps = \"8M\"\nwiops = 400\nweight = 300\n";

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::{Container, TestEnv};
-use siloc::topology::{CpuList, Topology};
+use siloc::numa::topology::{CpuList, Topology};
 
 /// The container's cgroup v1 directory for `controller` (or its v2 directory), from
 /// /proc/PID/cgroup of its init.

@@ -164,6 +164,7 @@ fn field(summary: &str, key: &str) -> i64 {
 #[test]
 fn container_cannot_overwrite_siloc_through_proc_exe() {
     needs_root!();
+    needs_test_hooks!();
     let env = TestEnv::new();
     let Some(attacker) = build_attacker(env.dir.path()) else {
         eprintln!("SKIPPED security: needs gcc with a static libc (libc6-dev)");

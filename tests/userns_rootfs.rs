@@ -480,6 +480,7 @@ fn hundred_parallel_creates_never_overlap() {
 #[test]
 fn delete_force_cleans_up_after_a_crashed_create() {
     needs_root!();
+    needs_test_hooks!();
     let env = TestEnv::new();
     let layers = make_layers(&env, 1);
     for point in [
@@ -560,12 +561,12 @@ fn a_rootfs_on_an_idmapped_mount_is_named_as_such() {
     let outer = env.dir.path().join("idmapped");
     let mut b = Bundle::busybox(&outer.join("b"), &["true"]);
     b.annotate("io.siloc.userns", "auto");
-    let map = [siloc::rootfs::IdMap {
+    let map = [siloc::userns::IdMap {
         container_id: 0,
         host_id: 3_000_000,
         size: 65536,
     }];
-    let ns = siloc::rootfs::userns_with_mapping(&map, &map).unwrap();
+    let ns = siloc::userns::userns_with_mapping(&map, &map).unwrap();
     siloc::rootfs::mount_idmapped_bind(&outer, std::os::fd::AsFd::as_fd(&ns)).unwrap();
     let id = env.id("twice");
     let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);

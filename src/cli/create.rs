@@ -49,7 +49,7 @@ pub struct RunArgs {
 
 impl CreateArgs {
     fn request(&self, ctx: &Ctx, detach: bool) -> anyhow::Result<CreateRequest> {
-        let abs = |p: &PathBuf| crate::paths::absolute_clean(p);
+        let abs = |p: &PathBuf| crate::sys::paths::absolute_clean(p);
         Ok(CreateRequest {
             id: self.id.clone(),
             bundle: self.bundle.clone(),

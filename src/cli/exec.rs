@@ -11,7 +11,7 @@ use oci_spec::runtime::{Capability, Process, Spec};
 use super::Ctx;
 use super::foreground::{OwnTerminal, wait_exit};
 use crate::engine::{self, ExecOptions};
-use crate::record;
+use crate::lifecycle::record;
 
 #[derive(clap::Args, Debug)]
 pub struct ExecArgs {
@@ -81,7 +81,7 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     p.set_terminal(Some(a.tty));
     let mut env: Vec<String> = p.env().clone().unwrap_or_default();
     for kv in &a.env {
-        if let Err((_, why)) = crate::bundle::check_env(std::slice::from_ref(kv)) {
+        if let Err((_, why)) = crate::lifecycle::bundle::check_env(std::slice::from_ref(kv)) {
             anyhow::bail!("-e {kv:?}: {why}");
         }
         let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
@@ -158,7 +158,7 @@ fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
 }
 
 /// Whether a process.json asks for a terminal; its args, cwd and env are checked on
-/// the way ([`crate::bundle::check_env`]).
+/// the way ([`crate::lifecycle::bundle::check_env`]).
 fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
     let text =
         std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
@@ -178,7 +178,9 @@ fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
             p.cwd()
         );
     }
-    if let Err((i, why)) = crate::bundle::check_env(p.env().as_deref().unwrap_or_default()) {
+    if let Err((i, why)) =
+        crate::lifecycle::bundle::check_env(p.env().as_deref().unwrap_or_default())
+    {
         anyhow::bail!("--process {}: env[{i}]: {why}", path.display());
     }
     Ok(p)
@@ -194,7 +196,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // any user plant a symlink there and have root overwrite its target.
     let mut generated = None;
     let process = match &a.process {
-        Some(p) => crate::paths::absolute_clean(p)?,
+        Some(p) => crate::sys::paths::absolute_clean(p)?,
         None => {
             let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
             let rec = record::dir(&ctx.root, &a.id);
@@ -219,45 +221,6 @@ pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     let result = exec_process(ctx, &a, process, init);
     drop(generated);
     result
-}
-
-/// runc's error when the process's cwd is missing in the container, for an exec that
-/// failed. Resolved with openat2 RESOLVE_IN_ROOT under `/proc/PID/root`, so the
-/// container's own symlinks resolve inside its root. Only a missing path, a
-/// non-directory or a symlink loop is reported; anything else is Ok.
-fn check_cwd(pid: i32, cwd: &std::path::Path) -> anyhow::Result<()> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
-    use nix::sys::stat::Mode;
-    let root = format!("/proc/{pid}/root");
-    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let Ok(dir) = open(root.as_str(), flags, Mode::empty()) else {
-        return Ok(());
-    };
-    // SAFETY: open returned a new fd that nothing else owns.
-    let dir = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dir) };
-    let rel = cwd.strip_prefix("/").unwrap_or(cwd);
-    let rel = if rel.as_os_str().is_empty() {
-        std::path::Path::new(".")
-    } else {
-        rel
-    };
-    let how = OpenHow::new()
-        .flags(flags)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT);
-    let why = match openat2(std::os::fd::AsRawFd::as_raw_fd(&dir), rel, how) {
-        Ok(fd) => {
-            let _ = nix::unistd::close(fd);
-            return Ok(());
-        }
-        Err(nix::errno::Errno::ENOENT) => "no such file or directory",
-        Err(nix::errno::Errno::ENOTDIR) => "not a directory",
-        Err(nix::errno::Errno::ELOOP) => "too many levels of symbolic links",
-        Err(_) => return Ok(()),
-    };
-    anyhow::bail!(
-        "unable to start container process: chdir to cwd ({:?}) set in config.json failed: {why}",
-        cwd.display().to_string()
-    )
 }
 
 /// Removes the file when dropped.
@@ -285,7 +248,7 @@ fn exec_process(
         None
     };
     let queue = if foreground {
-        Some(crate::signals::install()?)
+        Some(crate::cli::signals::install()?)
     } else {
         None
     };
@@ -294,7 +257,7 @@ fn exec_process(
         None => a
             .console_socket
             .as_deref()
-            .map(crate::paths::absolute_clean)
+            .map(crate::sys::paths::absolute_clean)
             .transpose()?,
     };
     let pid = engine::exec(
@@ -305,7 +268,7 @@ fn exec_process(
             pid_file: a
                 .pid_file
                 .as_deref()
-                .map(crate::paths::absolute_clean)
+                .map(crate::sys::paths::absolute_clean)
                 .transpose()?,
             console_socket,
             preserve_fds: a.preserve_fds,
@@ -320,9 +283,9 @@ fn exec_process(
         // Only for that failure, and not under /proc, whose view from outside differs.
         let chdir_failed = e.to_string().contains("failed to unix syscall");
         match init.filter(|_| chdir_failed && !p.cwd().starts_with("/proc")) {
-            Some(pid) => match check_cwd(pid.as_raw(), p.cwd()) {
-                Err(cwd) => cwd,
-                Ok(()) => anyhow::Error::from(e),
+            Some(pid) => match crate::engine::cwd::exec_cwd_error(pid.as_raw(), p.cwd()) {
+                Some(msg) => anyhow::anyhow!(msg),
+                None => anyhow::Error::from(e),
             },
             None => anyhow::Error::from(e),
         }

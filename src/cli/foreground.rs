@@ -13,9 +13,9 @@ use std::time::Duration;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 
+use crate::cli::signals;
+use crate::cli::tty::{ConsoleSocket, Relay};
 use crate::lifecycle::{self, CreateRequest, Runtime};
-use crate::signals;
-use crate::tty::{ConsoleSocket, Relay};
 
 /// How long the container may take to send its pty master once `create` returned.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,7 +66,7 @@ pub fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
 }
 
 fn spec_wants_terminal(bundle: &Path) -> bool {
-    crate::bundle::load(bundle)
+    crate::lifecycle::bundle::load(bundle)
         .ok()
         .and_then(|s| s.process().as_ref().and_then(|p| p.terminal()))
         .unwrap_or(false)

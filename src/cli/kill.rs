@@ -23,7 +23,7 @@ pub struct KillArgs {
 pub fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
     // runc looks the container up first: an unknown id wins over a bad signal.
     let mut c = engine::load(&ctx.root, &a.id)?;
-    let n = crate::signals::parse(&a.signal)?;
+    let n = crate::cli::signals::parse(&a.signal)?;
     let sig = Signal::try_from(n).map_err(|_| anyhow::anyhow!("unknown signal {:?}", a.signal))?;
     match c.status() {
         ContainerStatus::Stopped if !a.all => anyhow::bail!("container not running"),

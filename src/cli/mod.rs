@@ -14,20 +14,23 @@ mod foreground;
 mod image;
 mod info;
 mod kill;
+pub mod logging;
 mod pause;
 mod scenario;
+pub mod signals;
 mod spec;
 mod state;
 mod stdio;
+pub mod tty;
 mod update;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::cli::logging::LogFormat;
 use crate::config::HostConfig;
 use crate::lifecycle::Runtime;
-use crate::logging::LogFormat;
 
 /// siloc: a runc-compatible OCI runtime.
 #[derive(Parser, Debug)]
@@ -171,7 +174,7 @@ fn enters_container(args: &[std::ffi::OsString]) -> bool {
 pub fn main() -> i32 {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if enters_container(&argv) {
-        crate::exe_guard::seal();
+        crate::sys::exe_guard::seal();
         stdio::keep_null_stdio_writable();
     }
     let cli = match Cli::try_parse_from(&argv) {
@@ -185,7 +188,7 @@ pub fn main() -> i32 {
         print_version();
         return 0;
     }
-    let to_stderr = match crate::logging::init(cli.log.as_deref(), cli.log_format, cli.debug) {
+    let to_stderr = match crate::cli::logging::init(cli.log.as_deref(), cli.log_format, cli.debug) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{}", errmsg::chain(&*e));
@@ -199,7 +202,7 @@ pub fn main() -> i32 {
     // runc makes --root absolute before anything else: libcontainer changes the
     // working directory while it creates a container, and a relative state root would
     // then name another place (and leave a half-made record behind).
-    let root = match crate::paths::absolute_clean(&cli.root) {
+    let root = match crate::sys::paths::absolute_clean(&cli.root) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("--root {}: {e}", cli.root.display());

@@ -136,8 +136,8 @@ mod tests {
     #[test]
     fn default_spec_is_a_valid_runtime_spec() {
         let text = to_tabbed_json(&default_spec()).unwrap();
-        let spec = crate::bundle::parse(text.as_bytes()).unwrap();
-        crate::bundle::validate(&spec).unwrap();
+        let spec = crate::lifecycle::bundle::parse(text.as_bytes()).unwrap();
+        crate::lifecycle::bundle::validate(&spec).unwrap();
         assert_eq!(spec.process().as_ref().unwrap().terminal(), Some(true));
         assert!(text.starts_with("{\n\t\"ociVersion\""));
     }
@@ -146,8 +146,8 @@ mod tests {
     fn rootless_drops_netns_and_maps_the_caller() {
         let mut v = default_spec();
         make_rootless(&mut v, 1000, 1001);
-        let spec = crate::bundle::parse(v.to_string().as_bytes()).unwrap();
-        crate::bundle::validate(&spec).unwrap();
+        let spec = crate::lifecycle::bundle::parse(v.to_string().as_bytes()).unwrap();
+        crate::lifecycle::bundle::validate(&spec).unwrap();
         let ns: Vec<_> = v["linux"]["namespaces"]
             .as_array()
             .unwrap()

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::Ctx;
 use crate::engine;
-use crate::record::Record;
+use crate::lifecycle::record::Record;
 
 /// runc's `state` output (runtime-spec "State" plus runc's rootfs, created, owner).
 #[derive(Serialize, Debug)]

@@ -10,15 +10,12 @@
 //! create), `max` lifting a limit.
 
 use std::io::Read;
-use std::path::PathBuf;
 
-use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt, create_cgroup_manager};
-use oci_spec::runtime::{LinuxResources, Spec};
+use oci_spec::runtime::LinuxResources;
 use serde_json::{Value, json};
 
 use super::Ctx;
-use crate::locality::{self, DevNum};
-use crate::{engine, iopolicy, placement, record};
+use crate::lifecycle::update;
 
 #[derive(clap::Args, Debug, Default)]
 pub struct UpdateArgs {
@@ -83,25 +80,13 @@ fn mem(flag: &str, v: &Option<String>) -> anyhow::Result<Option<i64>> {
     }
 }
 
-/// Objects merge key by key; anything else (numbers, arrays) is replaced.
-fn merge(base: &mut Value, top: Value) {
-    match (base, top) {
-        (Value::Object(b), Value::Object(t)) => {
-            for (k, v) in t {
-                merge(b.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (b, t) => *b = t,
-    }
-}
-
 /// The JSON object the single flags stand for.
 fn flags_json(a: &UpdateArgs) -> anyhow::Result<Value> {
     let mut v = json!({});
     // {"a":{"b":val}} for path ["a","b"], merged into the result.
     let mut set = |path: &[&str], val: Value| {
         let nested = path.iter().rev().fold(val, |acc, k| json!({ *k: acc }));
-        merge(&mut v, nested);
+        update::merge(&mut v, nested);
     };
     if let Some(w) = a.blkio_weight {
         set(&["blockIO", "weight"], json!(w));
@@ -152,166 +137,16 @@ fn read_resources(src: &str) -> anyhow::Result<Value> {
     Ok(v)
 }
 
-/// `siloc update`.
+/// `siloc update`: the file, then the single flags on top, handed to
+/// [`update::update`].
 pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
-    let c = engine::load(&ctx.root, &a.id)?;
-    let spec_path: PathBuf = {
-        let p = record::dir(&ctx.root, &a.id).join("config.json");
-        if p.exists() {
-            p
-        } else {
-            c.bundle().join("config.json")
-        }
-    };
-    // Input first (stdin may take its time), then one update at a time: each starts
-    // from the limits the last one saved.
+    // Input first (stdin may take its time).
     let from_file = a.resources.as_deref().map(read_resources).transpose()?;
-    let flags = flags_json(&a)?;
-    // The same directory flock that guards the state root, here on the spec's dir.
-    let _lock = record::lock_root(spec_path.parent().unwrap_or(&ctx.root))?;
-    let mut spec = Spec::load(&spec_path)?;
-    let current = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.resources().clone())
-        .unwrap_or_default();
-    let mut merged = serde_json::to_value(&current)?;
-    if let Some(v) = from_file {
-        merge(&mut merged, v);
-    }
-    merge(&mut merged, flags);
-    let mut resources: LinuxResources = serde_json::from_value(merged)?;
-    let v2 = matches!(
-        libcgroups::common::get_cgroup_setup(),
-        Ok(libcgroups::common::CgroupSetup::Unified)
-    );
-    let cgroup_dir = if v2 { v2_cgroup_dir(&c) } else { None };
-    // Limits lifted with `max`: v1 deletes a rule written as 0; v2 needs `key=max`.
-    let mut lifted = Vec::new();
-    if let Some(text) = &a.io_max {
-        let settings =
-            iopolicy::parse_io_max(text).map_err(|e| anyhow::anyhow!("--io-max: {e}"))?;
-        let disks = container_disks(ctx, &a.id)?;
-        let mut b = resources.block_io().clone().unwrap_or_default();
-        for (key, rate) in &settings {
-            for (_, dev) in &disks {
-                iopolicy::set_limit(&mut b, *key, *dev, *rate);
-                if rate.is_none() {
-                    lifted.push((*key, *dev));
-                }
-            }
-        }
-        resources.set_block_io(Some(b));
-    }
-    // Device rules were set at create; rewriting them on a live container gains nothing.
-    let mut apply = resources.clone();
-    apply.set_devices(None);
-    if !v2 && !lifted.is_empty() {
-        let mut b = apply.block_io().clone().unwrap_or_default();
-        for (key, dev) in &lifted {
-            iopolicy::set_limit(&mut b, *key, *dev, Some(0));
-        }
-        apply.set_block_io(Some(b));
-    }
-    if let Some(dir) = &cgroup_dir {
-        v2_weight_without_overflow(&mut apply, dir);
-    }
-    let manager = create_cgroup_manager(CgroupConfig {
-        cgroup_path: c.spec()?.cgroup_path,
-        systemd_cgroup: c.systemd(),
-        container_name: c.id().to_string(),
-    })?;
-    manager.apply(&ControllerOpt {
-        resources: &apply,
-        disable_oom_killer: false,
-        oom_score_adj: None,
-        freezer_state: None,
-    })?;
-    if v2 && !lifted.is_empty() {
-        let dir = cgroup_dir
-            .ok_or_else(|| anyhow::anyhow!("--io-max: cannot find the container's cgroup"))?;
-        let io_max = dir.join("io.max");
-        for (key, dev) in &lifted {
-            std::fs::write(&io_max, format!("{dev} {key}=max"))
-                .map_err(|e| anyhow::anyhow!("--io-max: write {}: {e}", io_max.display()))?;
-        }
-    }
-    if let Some(linux) = spec.linux_mut() {
-        linux.set_resources(Some(resources));
-    }
-    // Atomically: `exec` and other updates read it at any time.
-    let mut tmp = spec_path.clone().into_os_string();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    spec.save(&tmp)?;
-    std::fs::rename(&tmp, &spec_path)
-        .map_err(|e| anyhow::anyhow!("save {}: {e}", spec_path.display()))?;
+    let mut changes = from_file.unwrap_or_else(|| json!({}));
+    update::merge(&mut changes, flags_json(&a)?);
+    let rt = ctx.runtime()?;
+    update::update(&rt, &a.id, changes, a.io_max.as_deref())?;
     Ok(())
-}
-
-/// The whole disks behind container `id`'s writable layer and volumes: those found
-/// at create, else looked up now.
-fn container_disks(ctx: &Ctx, id: &str) -> anyhow::Result<Vec<(String, DevNum)>> {
-    let rec = record::Record::load(&ctx.root, id)?
-        .ok_or_else(|| anyhow::anyhow!("--io-max: container {id} was not created by siloc"))?;
-    let disks = match &rec.prepared.placement {
-        Some(p) => p.disks(),
-        None => {
-            let rt = ctx.runtime()?;
-            let src = placement::HostSources::system();
-            let r = locality::Resolver {
-                sysfs: src.sysfs,
-                lookup: src.lookup,
-            };
-            let mut paths = vec![placement::writable_path(&rec, &rt.config.data_root)];
-            paths.extend(rec.plan.volumes.iter().map(|v| rec.bundle.join(v)));
-            let mut disks: Vec<(String, DevNum)> = Vec::new();
-            for p in paths {
-                if let Some(d) = r.resolve(&p)?
-                    && !disks.iter().any(|(_, x)| *x == d.dev)
-                {
-                    disks.push((d.disk, d.dev));
-                }
-            }
-            disks
-        }
-    };
-    if disks.is_empty() {
-        anyhow::bail!(
-            "--io-max: container {id} has no block device behind its writable layer or volumes"
-        );
-    }
-    Ok(disks)
-}
-
-/// The cgroup v2 directory of a running container, from its init's /proc/PID/cgroup
-/// (right for both cgroup drivers).
-fn v2_cgroup_dir(c: &libcontainer::container::Container) -> Option<PathBuf> {
-    let pid = c.pid()?;
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(PathBuf::from("/sys/fs/cgroup").join(rel.trim_start_matches('/')))
-}
-
-/// libcgroups 0.7 scales `blockIO.weight` to io.weight in u16 arithmetic, which
-/// overflows above 16. Where bfq's io.bfq.weight (which takes the weight unscaled) is
-/// absent, hand io.weight the value scaled as runc does, through `unified`.
-fn v2_weight_without_overflow(apply: &mut LinuxResources, dir: &std::path::Path) {
-    let Some(w) = apply.block_io().as_ref().and_then(|b| b.weight()) else {
-        return;
-    };
-    if dir.join("io.bfq.weight").exists() || w == 0 {
-        return;
-    }
-    let scaled = 1 + (u64::from(w).saturating_sub(10)) * 9999 / 990;
-    let mut u = apply.unified().clone().unwrap_or_default();
-    u.entry("io.weight".into())
-        .or_insert_with(|| format!("default {scaled}"));
-    apply.set_unified(Some(u));
-    if let Some(mut b) = apply.block_io().clone() {
-        b.set_weight(None);
-        apply.set_block_io(Some(b));
-    }
 }
 
 #[cfg(test)]
@@ -341,34 +176,8 @@ mod tests {
     }
 
     #[test]
-    fn merge_keeps_untouched_fields() {
-        let mut base = json!({"memory":{"limit":1,"swap":2},"pids":{"limit":5}});
-        merge(&mut base, json!({"memory":{"limit":9}}));
-        assert_eq!(
-            base,
-            json!({"memory":{"limit":9,"swap":2},"pids":{"limit":5}})
-        );
-    }
-
-    #[test]
     fn bad_memory_names_the_flag() {
         let e = mem("memory", &Some("lots".into())).unwrap_err();
         assert!(e.to_string().contains("--memory"));
-    }
-
-    #[test]
-    fn v2_weight_goes_through_unified_without_bfq() {
-        let d = tempfile::tempdir().unwrap();
-        let mut r: LinuxResources =
-            serde_json::from_value(json!({"blockIO":{"weight":500}})).unwrap();
-        v2_weight_without_overflow(&mut r, d.path());
-        assert_eq!(r.block_io().as_ref().unwrap().weight(), None);
-        // runc's scaling: 1 + (500 - 10) * 9999 / 990
-        assert_eq!(r.unified().as_ref().unwrap()["io.weight"], "default 4950");
-        std::fs::write(d.path().join("io.bfq.weight"), "").unwrap();
-        let mut r: LinuxResources =
-            serde_json::from_value(json!({"blockIO":{"weight":500}})).unwrap();
-        v2_weight_without_overflow(&mut r, d.path());
-        assert_eq!(r.block_io().as_ref().unwrap().weight(), Some(500));
     }
 }

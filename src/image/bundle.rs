@@ -305,7 +305,7 @@ mod tests {
             serde_json::from_str(a[ann::ROOTFS_LAYERS].as_str().unwrap()).unwrap();
         assert_eq!(listed, layers);
         // the result is a valid runtime spec
-        crate::bundle::parse(s.to_string().as_bytes()).unwrap();
+        crate::lifecycle::bundle::parse(s.to_string().as_bytes()).unwrap();
     }
 
     #[test]

@@ -22,11 +22,8 @@ pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// Errors reading a layout; each names the file or the descriptor at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
     #[error("{path}: not an OCI image layout (no oci-layout file)")]
     NotLayout { path: PathBuf },
     #[error("{path}: {msg}")]
@@ -171,7 +168,6 @@ pub struct Image {
     pub manifest_digest: String,
     /// `sha256:<hex>` of the config.
     pub config_digest: String,
-    pub config: ImageConfiguration,
     /// The config blob as JSON, unknown fields included.
     pub config_json: serde_json::Value,
     /// Base first (manifest order).
@@ -193,13 +189,6 @@ impl Image {
                 format!("{base}:{}", r.as_deref().unwrap_or("latest"))
             }
         }
-    }
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> LayoutError + '_ {
-    move |source| LayoutError::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -235,7 +224,7 @@ pub(crate) fn open_regular(path: &Path) -> std::io::Result<(File, u64)> {
 /// Reads a JSON blob and checks it against its descriptor.
 fn read_blob(layout: &Path, d: &Descriptor) -> Result<(PathBuf, Vec<u8>), LayoutError> {
     let (path, hex) = blob_path(layout, d)?;
-    let (f, len) = open_regular(&path).map_err(io(&path))?;
+    let (f, len) = open_regular(&path).map_err(crate::sys::fs::io_at(&path))?;
     // The size first: a blob is read whole, and a hostile one may be huge.
     if len != d.size() {
         return Err(LayoutError::Size {
@@ -245,7 +234,9 @@ fn read_blob(layout: &Path, d: &Descriptor) -> Result<(PathBuf, Vec<u8>), Layout
         });
     }
     let mut data = Vec::new();
-    f.take(len).read_to_end(&mut data).map_err(io(&path))?;
+    f.take(len)
+        .read_to_end(&mut data)
+        .map_err(crate::sys::fs::io_at(&path))?;
     let actual = digest::sha256_of(&data);
     if actual != hex {
         return Err(LayoutError::Digest {
@@ -297,11 +288,11 @@ pub fn open(r: &LayoutRef) -> Result<Image, LayoutError> {
         });
     }
     let index_path = layout.join("index.json");
-    let (f, len) = open_regular(&index_path).map_err(io(&index_path))?;
+    let (f, len) = open_regular(&index_path).map_err(crate::sys::fs::io_at(&index_path))?;
     let mut data = Vec::new();
     f.take(len)
         .read_to_end(&mut data)
-        .map_err(io(&index_path))?;
+        .map_err(crate::sys::fs::io_at(&index_path))?;
     let index: ImageIndex = parse(&index_path, &data)?;
     let manifests = index.manifests();
     let chosen = match &r.tag {
@@ -378,7 +369,6 @@ pub fn open(r: &LayoutRef) -> Result<Image, LayoutError> {
         ref_name,
         manifest_digest: manifest_desc.digest().to_string(),
         config_digest: manifest.config().digest().to_string(),
-        config,
         config_json,
         layers,
     })

@@ -20,7 +20,6 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use super::layout::{LayerRef, LayoutError};
@@ -33,11 +32,8 @@ pub enum StoreError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Unpack(#[from] UnpackError),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
     #[error("{path}: {msg}")]
     Corrupt { path: PathBuf, msg: String },
     #[error(
@@ -95,15 +91,8 @@ pub enum StoreError {
     #[error("state root {root}: {source}")]
     Record {
         root: PathBuf,
-        source: crate::record::RecordError,
+        source: crate::lifecycle::record::RecordError,
     },
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 const LAYER_META: &str = "layer.json";
@@ -151,7 +140,7 @@ pub enum Installed {
 }
 
 /// Holds the store lock while alive.
-pub struct StoreLock(#[allow(dead_code)] Flock<std::fs::File>);
+pub type StoreLock = crate::sys::lock::Lock;
 
 /// What [`Store::remove`] did.
 #[derive(Debug, Default)]
@@ -180,7 +169,7 @@ impl Store {
     /// and a container's user must be able to reach its rootfs.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
         if let Some(parent) = root.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+            std::fs::create_dir_all(parent).map_err(crate::sys::fs::io_at(parent))?;
         }
         for d in [
             root.to_path_buf(),
@@ -189,7 +178,9 @@ impl Store {
             root.join("tmp"),
         ] {
             match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(&d)(e)),
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(crate::sys::fs::io_at(&d)(e).into());
+                }
                 _ => {}
             }
         }
@@ -199,6 +190,7 @@ impl Store {
     }
 
     /// The store root.
+    #[cfg(test)]
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -220,21 +212,14 @@ impl Store {
 
     /// Takes the store lock: shared for unpack and bundle, exclusive for rm.
     pub fn lock(&self, exclusive: bool) -> Result<StoreLock, StoreError> {
+        use crate::sys::lock::{Mode, lock_path};
         let path = self.root.join("lock");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        let arg = if exclusive {
-            FlockArg::LockExclusive
+        let mode = if exclusive {
+            Mode::Exclusive
         } else {
-            FlockArg::LockShared
+            Mode::Shared
         };
-        Flock::lock(f, arg)
-            .map(StoreLock)
-            .map_err(|(_, e)| io(&path)(e.into()))
+        Ok(lock_path(&path, mode).map_err(crate::sys::fs::io_at(&path))?)
     }
 
     /// Removes what crashed unpacks and removals left in `tmp/` (entries whose
@@ -295,9 +280,10 @@ impl Store {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&tmp.0)
-            .map_err(io(&tmp.0))?;
-        std::fs::create_dir(&fs).map_err(io(&fs))?;
-        std::fs::set_permissions(&fs, std::fs::Permissions::from_mode(0o755)).map_err(io(&fs))?;
+            .map_err(crate::sys::fs::io_at(&tmp.0))?;
+        std::fs::create_dir(&fs).map_err(crate::sys::fs::io_at(&fs))?;
+        std::fs::set_permissions(&fs, std::fs::Permissions::from_mode(0o755))
+            .map_err(crate::sys::fs::io_at(&fs))?;
         let got = unpack::unpack_layer(&layer.blob, layer.compression, &fs, progress)?;
         if got.digest != layer.digest {
             return Err(StoreError::BlobDigest {
@@ -332,9 +318,9 @@ impl Store {
         };
         write_json(&tmp.0.join(LAYER_META), &meta)?;
         // The layer must be on disk before its name says it is complete.
-        let dir = std::fs::File::open(&tmp.0).map_err(io(&tmp.0))?;
+        let dir = std::fs::File::open(&tmp.0).map_err(crate::sys::fs::io_at(&tmp.0))?;
         nix::unistd::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir))
-            .map_err(|e| io(&tmp.0)(e.into()))?;
+            .map_err(|e| crate::sys::fs::io_at(&tmp.0)(e.into()))?;
         let dest = self.layer_dir(&layer.diff_id);
         match std::fs::rename(&tmp.0, &dest) {
             Ok(()) => {
@@ -346,7 +332,7 @@ impl Store {
                 tracing::debug!("layer {} stored concurrently: {e}", layer.diff_id);
                 Ok(Installed::Present)
             }
-            Err(e) => Err(io(&dest)(e)),
+            Err(e) => Err(crate::sys::fs::io_at(&dest)(e).into()),
         }
     }
 
@@ -359,8 +345,8 @@ impl Store {
     pub fn layers(&self) -> Result<BTreeMap<String, LayerMeta>, StoreError> {
         let dir = self.root.join("layers");
         let mut out = BTreeMap::new();
-        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
-            let e = e.map_err(io(&dir))?;
+        for e in std::fs::read_dir(&dir).map_err(crate::sys::fs::io_at(&dir))? {
+            let e = e.map_err(crate::sys::fs::io_at(&dir))?;
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(hex) = name.strip_prefix("sha256-") {
                 out.insert(hex.to_string(), self.layer_meta(hex)?);
@@ -407,8 +393,8 @@ impl Store {
     pub fn images(&self) -> Result<Vec<ImageRecord>, StoreError> {
         let dir = self.root.join("images");
         let mut out = Vec::new();
-        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
-            let p = e.map_err(io(&dir))?.path();
+        for e in std::fs::read_dir(&dir).map_err(crate::sys::fs::io_at(&dir))? {
+            let p = e.map_err(crate::sys::fs::io_at(&dir))?.path();
             if p.extension().is_some_and(|x| x == "json") {
                 out.push(read_json::<ImageRecord>(&p)?);
             }
@@ -523,9 +509,11 @@ impl Store {
             .collect();
         let _root_lock = if state_root.is_dir() {
             Some(
-                crate::record::lock_root(state_root).map_err(|source| StoreError::Record {
-                    root: state_root.to_path_buf(),
-                    source,
+                crate::lifecycle::record::lock_root(state_root).map_err(|source| {
+                    StoreError::Record {
+                        root: state_root.to_path_buf(),
+                        source,
+                    }
                 })?,
             )
         } else {
@@ -546,7 +534,7 @@ impl Store {
         }
         for name in &gone {
             let p = self.image_path(name);
-            std::fs::remove_file(&p).map_err(io(&p))?;
+            std::fs::remove_file(&p).map_err(crate::sys::fs::io_at(&p))?;
             removed.images.push(name.clone());
         }
         // Renamed out of layers/ under the locks, deleted after: a create that starts
@@ -555,7 +543,7 @@ impl Store {
         for (hex, meta) in doomed {
             let t = self.tmp_dir(&format!("rm-{}", &hex[..12]));
             let src = self.layer_dir(&hex);
-            std::fs::rename(&src, &t).map_err(io(&src))?;
+            std::fs::rename(&src, &t).map_err(crate::sys::fs::io_at(&src))?;
             trash.push(t);
             removed.layers.push(meta.diff_id);
             removed.bytes += meta.content_bytes;
@@ -563,7 +551,7 @@ impl Store {
         drop(_root_lock);
         drop(_lock);
         for t in trash {
-            std::fs::remove_dir_all(&t).map_err(io(&t))?;
+            std::fs::remove_dir_all(&t).map_err(crate::sys::fs::io_at(&t))?;
         }
         Ok(removed)
     }
@@ -595,11 +583,12 @@ fn layer_users(state_root: &Path) -> Result<BTreeMap<PathBuf, String>, StoreErro
         source,
     };
     let mut users = BTreeMap::new();
-    for id in crate::record::list(state_root).map_err(rec_err)? {
-        let Some(rec) = crate::record::Record::load(state_root, &id).map_err(rec_err)? else {
+    for id in crate::lifecycle::record::list(state_root).map_err(rec_err)? {
+        let Some(rec) = crate::lifecycle::record::Record::load(state_root, &id).map_err(rec_err)?
+        else {
             continue;
         };
-        if let crate::plan::RootfsPlan::Overlay { layers, .. } = rec.plan.rootfs {
+        if let crate::lifecycle::plan::RootfsPlan::Overlay { layers, .. } = rec.plan.rootfs {
             for l in layers {
                 let canon = std::fs::canonicalize(&l).unwrap_or(l);
                 users.entry(canon).or_insert_with(|| id.clone());
@@ -636,15 +625,11 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), StoreError> {
         path: path.to_path_buf(),
         msg: e.to_string(),
     })?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, body).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    Ok(crate::sys::fs::write_atomic(path, &body)?)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StoreError> {
-    let b = std::fs::read(path).map_err(io(path))?;
+    let b = std::fs::read(path).map_err(crate::sys::fs::io_at(path))?;
     serde_json::from_slice(&b).map_err(|e| StoreError::Corrupt {
         path: path.to_path_buf(),
         msg: e.to_string(),
@@ -811,8 +796,8 @@ mod tests {
 
     #[test]
     fn rm_refuses_a_layer_a_recorded_container_uses() {
-        use crate::plan::{Plan, RootfsPlan, UpperPlan, UsernsPlan};
-        use crate::record::{Prepared, Record};
+        use crate::lifecycle::plan::{Plan, RootfsPlan, UpperPlan, UsernsPlan};
+        use crate::lifecycle::record::{Prepared, Record};
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("store")).unwrap();
         let (base, a) = ("0".repeat(64), "a".repeat(64));
@@ -847,7 +832,7 @@ mod tests {
         assert!(s.find_image("one").is_ok() && s.has_layer(&a) && s.has_layer(&base));
         let used = s.layer_use(&state).unwrap();
         assert_eq!(used.get(&a), Some(&vec!["c1".to_string()]));
-        crate::record::remove(&state, "c1").unwrap();
+        crate::lifecycle::record::remove(&state, "c1").unwrap();
         s.remove(&["one".into()], &state).unwrap();
         assert!(s.layers().unwrap().is_empty());
     }

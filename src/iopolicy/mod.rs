@@ -27,10 +27,12 @@ use oci_spec::runtime::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::annotations as ann;
-use crate::config::HostConfig;
-use crate::locality::{DevNum, PathDevices};
-use crate::plan::PlanError;
+mod config;
+
+pub use config::{IoConfig, SizeValue};
+
+use crate::annotations::{self as ann, AnnotationError};
+use crate::numa::locality::{DevNum, PathDevices};
 
 /// Largest bandwidth accepted, bytes/s (runtime-spec rates are JSON integers; keep
 /// them within i64 for every consumer).
@@ -192,17 +194,17 @@ pub struct IoPlan {
 }
 
 /// Reads the class (`io.siloc.io.class`, else `[io] default_class`) and the explicit
-/// annotations on top. Errors: [`PlanError`] naming the annotation (unknown class,
+/// annotations on top. Errors: [`AnnotationError`] naming the annotation (unknown class,
 /// bad syntax, out-of-range value).
-pub fn plan(a: &HashMap<String, String>, cfg: &HostConfig) -> Result<IoPlan, PlanError> {
-    let err = |key: &str, msg: String| PlanError {
+pub fn plan(a: &HashMap<String, String>, cfg: &IoConfig) -> Result<IoPlan, AnnotationError> {
+    let err = |key: &str, msg: String| AnnotationError {
         key: key.to_string(),
         msg,
     };
     let class = match a.get(ann::IO_CLASS) {
         Some(c) => {
-            if !cfg.io.class.contains_key(c.as_str()) {
-                let known: Vec<&str> = cfg.io.class.keys().map(String::as_str).collect();
+            if !cfg.class.contains_key(c.as_str()) {
+                let known: Vec<&str> = cfg.class.keys().map(String::as_str).collect();
                 return Err(err(
                     ann::IO_CLASS,
                     format!(
@@ -217,12 +219,12 @@ pub fn plan(a: &HashMap<String, String>, cfg: &HostConfig) -> Result<IoPlan, Pla
             }
             Some(c.clone())
         }
-        None => cfg.io.default_class.clone(),
+        None => cfg.default_class.clone(),
     };
     let mut limits = IoLimits::default();
-    if let Some(c) = class.as_ref().and_then(|c| cfg.io.class.get(c)) {
+    if let Some(c) = class.as_ref().and_then(|c| cfg.class.get(c)) {
         // HostConfig::check has validated the sizes.
-        let bytes = |v: &Option<crate::config::SizeValue>| v.as_ref().and_then(|s| s.bytes().ok());
+        let bytes = |v: &Option<SizeValue>| v.as_ref().and_then(|s| s.bytes().ok());
         limits = IoLimits {
             rbps: bytes(&c.rbps),
             wbps: bytes(&c.wbps),
@@ -262,9 +264,8 @@ impl CgroupIo {
     /// Reads the cgroup root (normally `/sys/fs/cgroup`): a v2 root has
     /// `cgroup.controllers`; a v1 or hybrid root has a `blkio` hierarchy.
     pub fn read(root: &Path) -> CgroupIo {
-        let controllers = root.join("cgroup.controllers");
-        if let Ok(text) = std::fs::read_to_string(&controllers) {
-            if !text.split_whitespace().any(|c| c == "io") {
+        if let Some(controllers) = crate::sys::cgroup::v2_controllers(root) {
+            if !controllers.iter().any(|c| c == "io") {
                 return CgroupIo::Missing;
             }
             let qos = std::fs::read_to_string(root.join("io.cost.qos"));
@@ -582,6 +583,7 @@ impl IoDecision {
 /// What cgroup v2's `io.max` reads back for `b` (kernel cgroup-v2.rst): one line
 /// per device with any limit, `MAJ:MIN rbps=N wbps=N riops=N wiops=N`, `max` where
 /// unlimited; devices in ascending order.
+#[cfg(test)]
 pub fn io_max_lines(b: &LinuxBlockIo) -> Vec<String> {
     let mut per: BTreeMap<(i64, i64), [Option<u64>; 4]> = BTreeMap::new();
     for (i, key) in IoKey::ALL.into_iter().enumerate() {

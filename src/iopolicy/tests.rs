@@ -1,17 +1,18 @@
 use std::path::Path;
 
 use super::*;
-use crate::locality::{Leaf, MapLookup, Resolver};
-use crate::topology::fixture;
+use crate::numa::locality::{Leaf, MapLookup, Resolver};
+use crate::numa::topology::fixture;
 
-fn cfg() -> HostConfig {
-    HostConfig::parse(
+fn cfg() -> IoConfig {
+    crate::config::HostConfig::parse(
         "[io]\ndefault_class = \"besteffort\"\n\
          [io.class.besteffort]\nwbps = \"50M\"\nweight = 100\n\
          [io.class.guaranteed]\nrbps = \"200M\"\nwbps = \"200M\"\nriops = 20000\nwiops = 20000\nweight = 800\n",
         Path::new("/etc/siloc/siloc.toml"),
     )
     .unwrap()
+    .io
 }
 
 fn ann(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -124,10 +125,10 @@ fn plan_class_default_and_overrides() {
         }
     );
     // no class anywhere: only the explicit limits
-    let p = plan(&ann(&[(ann::IO_MAX, "wbps=1M")]), &HostConfig::default()).unwrap();
+    let p = plan(&ann(&[(ann::IO_MAX, "wbps=1M")]), &IoConfig::default()).unwrap();
     assert_eq!((p.class, p.limits.wbps), (None, Some(1 << 20)));
     assert!(
-        plan(&ann(&[]), &HostConfig::default())
+        plan(&ann(&[]), &IoConfig::default())
             .unwrap()
             .limits
             .is_empty()
@@ -154,7 +155,7 @@ fn plan_errors_name_the_annotation() {
             "{e}"
         );
     }
-    let e = plan(&ann(&[(ann::IO_CLASS, "x")]), &HostConfig::default()).unwrap_err();
+    let e = plan(&ann(&[(ann::IO_CLASS, "x")]), &IoConfig::default()).unwrap_err();
     assert!(e.msg.contains("classes: none"), "{e}");
 }
 

@@ -14,9 +14,7 @@
 //! attached on top of itself.
 
 pub mod creator_ns;
-pub mod mountapi;
 mod private_ns;
-pub mod userns_fd;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -29,7 +27,8 @@ use nix::fcntl::{OFlag, openat};
 use nix::mount::{MntFlags, umount2};
 use nix::sys::stat::Mode;
 
-pub use userns_fd::{IdMap, userns_with_mapping};
+use crate::sys::mountapi;
+use crate::sys::mountinfo::{self, Mount};
 
 /// overlayfs' limit on lower layers (`OVL_MAX_STACK`, fs/overlayfs/params.h).
 pub const MAX_LAYERS: usize = 500;
@@ -437,8 +436,8 @@ pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), Roo
 /// is idmapped already (mountinfo shows `idmapped`; mount_setattr(2) refuses to change
 /// an idmap with EPERM), or the filesystem cannot be idmapped at all.
 fn idmap_refused(path: &Path, errno: Errno) -> RootfsError {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    match idmapped_at_or_below(&text, path) {
+    let mounts = mountinfo::read(None).unwrap_or_default();
+    match idmapped_at_or_below(&mounts, path) {
         Some(mount) => RootfsError::AlreadyIdmapped {
             path: path.to_path_buf(),
             mount,
@@ -452,88 +451,25 @@ fn idmap_refused(path: &Path, errno: Errno) -> RootfsError {
 }
 
 /// The mount point of an idmapped mount that holds `path` or lies below it (a
-/// recursive clone takes submounts along), from mountinfo text.
-fn idmapped_at_or_below(mountinfo: &str, path: &Path) -> Option<PathBuf> {
-    let idmapped = |o: &str| o.split(',').any(|o| o == "idmapped");
-    if let Some((mount, options)) = holder_in(mountinfo, path)
-        && idmapped(&options)
+/// recursive clone takes submounts along).
+fn idmapped_at_or_below(mounts: &[Mount], path: &Path) -> Option<PathBuf> {
+    if let Some(m) = mountinfo::holder(mounts, path)
+        && m.has_option("idmapped")
     {
-        return Some(mount);
+        return Some(m.mount_point.clone());
     }
-    mountinfo.lines().find_map(|line| {
-        let mut f = line.split(' ');
-        let point = PathBuf::from(unescape(f.nth(4)?));
-        (point.starts_with(path) && point != path && idmapped(f.next()?)).then_some(point)
-    })
-}
-
-/// The mount point and per-mount options of the topmost mount holding `path` in
-/// mountinfo text (proc(5)): the one with the longest mount point that is `path` or
-/// one of its ancestors.
-fn holder_in(mountinfo: &str, path: &Path) -> Option<(PathBuf, String)> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let mut f = line.split(' ');
-            let point = PathBuf::from(unescape(f.nth(4)?));
-            let options = f.next()?.to_string();
-            path.starts_with(&point).then_some((point, options))
+    mounts
+        .iter()
+        .find(|m| {
+            m.mount_point.starts_with(path) && m.mount_point != path && m.has_option("idmapped")
         })
-        .fold(None, |best: Option<(PathBuf, String)>, (p, o)| match best {
-            Some((ref bp, _)) if bp.as_os_str().len() > p.as_os_str().len() => best,
-            _ => Some((p, o)),
-        })
-}
-
-/// What sits at a mount point, from `/proc/self/mountinfo`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountEntry {
-    pub fstype: String,
-    pub source: String,
-    /// Per-mount options (field 6), e.g. `rw,relatime,idmapped`.
-    pub options: String,
+        .map(|m| m.mount_point.clone())
 }
 
 /// The topmost mount at `target` in this mount namespace, if any.
-pub fn mount_at(target: &Path) -> Option<MountEntry> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    top_mount_in(&text, target)
-}
-
-/// Parses mountinfo text (proc(5)) for the last (topmost) mount at `target`.
-fn top_mount_in(mountinfo: &str, target: &Path) -> Option<MountEntry> {
-    let want = target.to_string_lossy();
-    mountinfo.lines().rev().find_map(|line| {
-        let (pre, post) = line.split_once(" - ")?;
-        let f: Vec<&str> = pre.split(' ').collect();
-        let mp = unescape(f.get(4)?);
-        let mut p = post.split(' ');
-        let fstype = p.next()?.to_string();
-        let source = unescape(p.next()?);
-        (mp == want).then(|| MountEntry {
-            fstype,
-            source,
-            options: f.get(5).copied().unwrap_or("").to_string(),
-        })
-    })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..=i + 3].iter().all(u8::is_ascii_digit) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+pub fn mount_at(target: &Path) -> Option<Mount> {
+    let mounts = mountinfo::read(None).ok()?;
+    mountinfo::top_at(&mounts, target).cloned()
 }
 
 /// Detaches the mount at `target`: a plain unmount, lazily (MNT_DETACH) when busy.
@@ -566,52 +502,38 @@ mod tests {
     }
 
     #[test]
-    fn the_holder_is_the_deepest_mount_and_the_last_of_a_stack() {
-        let mi = "22 1 0:1 / / rw - ext4 /dev/vda rw\n\
-                  30 22 0:2 / /var/lib rw,idmapped - ext4 /dev/vdb rw\n\
-                  31 22 0:3 / /var rw - ext4 /dev/vdc rw\n\
-                  32 30 0:4 / /var/lib rw,nosuid - tmpfs t rw\n";
-        let (p, o) = holder_in(mi, Path::new("/var/lib/x/rootfs")).unwrap();
-        assert_eq!(
-            (p.as_path(), o.as_str()),
-            (Path::new("/var/lib"), "rw,nosuid")
+    fn an_idmap_counts_where_it_holds_or_lies_below_the_path() {
+        let mi = mountinfo::parse(
+            "22 1 0:1 / / rw - ext4 /dev/vda rw\n\
+             30 22 0:2 / /var/lib rw,idmapped - ext4 /dev/vdb rw\n\
+             31 22 0:3 / /var rw - ext4 /dev/vdc rw\n\
+             32 30 0:4 / /var/lib rw,nosuid - tmpfs t rw\n",
         );
-        let (p, _) = holder_in(mi, Path::new("/var/libx")).unwrap();
-        assert_eq!(p, Path::new("/var"));
-        let (p, _) = holder_in(mi, Path::new("/srv")).unwrap();
-        assert_eq!(p, Path::new("/"));
+        let h = mountinfo::holder(&mi, Path::new("/var/lib/x/rootfs")).unwrap();
+        assert_eq!(h.mount_point, Path::new("/var/lib"));
+        assert!(h.has_option("nosuid"));
+        assert_eq!(
+            mountinfo::holder(&mi, Path::new("/var/libx"))
+                .unwrap()
+                .mount_point,
+            Path::new("/var")
+        );
         // /var/lib is idmapped but covered by a tmpfs: only what holds or lies below
         // the path counts.
-        assert_eq!(idmapped_at_or_below(mi, Path::new("/var/lib/x")), None);
+        assert_eq!(idmapped_at_or_below(&mi, Path::new("/var/lib/x")), None);
         assert_eq!(
-            idmapped_at_or_below(mi, Path::new("/var/lib")),
+            idmapped_at_or_below(&mi, Path::new("/var/lib")),
             None,
             "the top mount at /var/lib is the tmpfs"
         );
-        let mi2 = format!("{mi}40 22 0:5 / /srv/rootfs/data rw,idmapped - ext4 /dev/vdd rw\n");
+        let mut mi2 = mi.clone();
+        mi2.extend(mountinfo::parse(
+            "40 22 0:5 / /srv/rootfs/data rw,idmapped - ext4 /dev/vdd rw\n",
+        ));
         assert_eq!(
             idmapped_at_or_below(&mi2, Path::new("/srv/rootfs")),
             Some(PathBuf::from("/srv/rootfs/data"))
         );
-    }
-
-    #[test]
-    fn mountinfo_top_entry_and_escapes() {
-        let mi = "\
-27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
-90 27 0:50 / /b\\040x rw,relatime - overlay siloc-c1 rw,lowerdir+=...
-91 90 254:0 /img /b\\040x rw,relatime,idmapped - ext4 /dev/vda rw
-";
-        let e = top_mount_in(mi, Path::new("/b x")).unwrap();
-        assert_eq!(e.fstype, "ext4");
-        assert!(e.options.contains("idmapped"));
-        let first = top_mount_in(
-            &mi.lines().take(2).collect::<Vec<_>>().join("\n"),
-            Path::new("/b x"),
-        )
-        .unwrap();
-        assert_eq!(first.source, "siloc-c1");
-        assert!(top_mount_in(mi, Path::new("/nope")).is_none());
     }
 
     #[test]

@@ -14,21 +14,15 @@
 //! change, and the trees and the helper's own overlay mount vanish with its namespace,
 //! also when anything crashes.
 
-use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::socket::{
-    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
-    sendmsg, socketpair,
-};
-use nix::sys::wait::waitpid;
-use nix::unistd::{ForkResult, fork};
 
-use super::{RootfsError, mountapi};
+use super::RootfsError;
+use crate::sys::{fork, mountapi};
 
 /// The helper's steps, named in errors; the index travels over the socket.
 const STEPS: [&str; 7] = [
@@ -54,64 +48,28 @@ pub(super) fn overlay_mount(
     options: &str,
 ) -> Result<OwnedFd, RootfsError> {
     let fail = |step: usize, errno| RootfsError::Sys {
-        step: STEPS[step],
+        step: STEPS.get(step).copied().unwrap_or(STEPS[0]),
         path: park.to_path_buf(),
         errno,
     };
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
+    let helper = fork::spawn(|sock| {
+        let sent = match work(trees, park, source, options) {
+            Ok(mnt) => fork::report(sock, Ok(Some(mnt.as_fd()))),
+            Err((step, errno)) => fork::report(sock, Err((step as u32, errno))),
+        };
+        i32::from(sent.is_err())
+    })
     .map_err(|e| fail(0, e))?;
-    // SAFETY: siloc is single-threaded while it prepares a rootfs (as for the userns
-    // helper), so the child may run ordinary code; it leaves with _exit, running no
-    // destructor of the parent's state.
-    match unsafe { fork() }.map_err(|e| fail(0, e))? {
-        ForkResult::Child => {
-            drop(ours);
-            let (head, fd) = match helper(trees, park, source, options) {
-                Ok(mnt) => ([0u8; 5], Some(mnt)),
-                Err((step, errno)) => {
-                    let mut h = [step as u8; 5];
-                    h[1..].copy_from_slice(&(errno as i32).to_le_bytes());
-                    (h, None)
-                }
-            };
-            let raw: Vec<i32> = fd.iter().map(AsRawFd::as_raw_fd).collect();
-            let cmsg = [ControlMessage::ScmRights(&raw)];
-            let cmsgs: &[ControlMessage] = if raw.is_empty() { &[] } else { &cmsg };
-            let sent = sendmsg::<()>(
-                theirs.as_raw_fd(),
-                &[IoSlice::new(&head)],
-                cmsgs,
-                MsgFlags::empty(),
-                None,
-            );
-            // SAFETY: _exit ends the helper without touching the parent's state.
-            unsafe { libc::_exit(if sent.is_ok() { 0 } else { 1 }) }
-        }
-        ForkResult::Parent { child } => {
-            drop(theirs);
-            let got = receive(&ours);
-            let _ = waitpid(child, None);
-            match got {
-                Ok((head, Some(fd))) if head[0] == 0 => Ok(fd),
-                Ok((head, _)) if (1..STEPS.len()).contains(&(head[0] as usize)) => {
-                    let errno = i32::from_le_bytes([head[1], head[2], head[3], head[4]]);
-                    Err(fail(head[0] as usize, Errno::from_raw(errno)))
-                }
-                Ok(_) => Err(fail(0, Errno::EPROTO)),
-                Err(e) => Err(fail(0, e)),
-            }
-        }
+    match fork::receive(helper.sock()).map_err(|e| fail(0, e))? {
+        Ok(Some(fd)) => Ok(fd),
+        Ok(None) => Err(fail(0, Errno::EPROTO)),
+        Err((step, errno)) => Err(fail(step as usize, errno)),
     }
 }
 
 /// The helper's work: its own private mount namespace, the trees attached, the
 /// overlay mounted, and a detached clone of it returned.
-fn helper(
+fn work(
     trees: &[OwnedFd],
     park: &Path,
     source: &str,
@@ -145,35 +103,4 @@ fn helper(
     )
     .map_err(|e| (5, e))?;
     mountapi::clone_tree(park, false).map_err(|e| (6, e))
-}
-
-/// Reads the helper's 5-byte answer and the fd that comes with a success.
-fn receive(sock: &OwnedFd) -> Result<([u8; 5], Option<OwnedFd>), Errno> {
-    let mut head = [0u8; 5];
-    let mut fd = None;
-    let bytes = {
-        let mut cmsg_buf = nix::cmsg_space!([i32; 1]);
-        let mut iov = [IoSliceMut::new(&mut head)];
-        let msg = recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg_buf),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )?;
-        for c in msg.cmsgs()? {
-            if let ControlMessageOwned::ScmRights(fds) = c {
-                for raw in fds {
-                    // SAFETY: SCM_RIGHTS just installed this fd in our table; nothing
-                    // else owns it.
-                    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                    fd.get_or_insert(owned);
-                }
-            }
-        }
-        msg.bytes
-    };
-    if bytes != head.len() {
-        return Err(Errno::EPROTO);
-    }
-    Ok((head, fd))
 }

@@ -26,11 +26,8 @@ pub const CGROUP_PARENT: &str = "siloc-scenario";
 /// Errors of the container layer.
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error("{runtime}: container {id} still runs after {secs} s")]
@@ -43,13 +40,6 @@ pub enum ContainerError {
     Vanished { runtime: String, id: String },
     #[error("interrupted")]
     Interrupted,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ContainerError + '_ {
-    move |source| ContainerError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// What a container runs and with what.
@@ -151,11 +141,12 @@ impl Journal {
             .create(true)
             .append(true)
             .open(&self.path)
-            .map_err(io(&self.path))?;
+            .map_err(crate::sys::fs::io_at(&self.path))?;
         let mut text = serde_json::to_string(line).unwrap_or_default();
         text.push('\n');
-        f.write_all(text.as_bytes()).map_err(io(&self.path))?;
-        f.sync_data().map_err(io(&self.path))
+        f.write_all(text.as_bytes())
+            .map_err(crate::sys::fs::io_at(&self.path))?;
+        Ok(f.sync_data().map_err(crate::sys::fs::io_at(&self.path))?)
     }
 
     /// Deletes every container and directory the journal names (a crashed run's
@@ -246,10 +237,10 @@ impl<'a> Container<'a> {
         spec: &BundleSpec<'_>,
         id: &str,
     ) -> Result<Container<'a>, ContainerError> {
-        std::fs::create_dir_all(bundle_dir).map_err(io(bundle_dir))?;
+        std::fs::create_dir_all(bundle_dir).map_err(crate::sys::fs::io_at(bundle_dir))?;
         let cfg = bundle_dir.join("config.json");
         let text = serde_json::to_vec_pretty(&config_json(spec, id)).unwrap_or_default();
-        std::fs::write(&cfg, text).map_err(io(&cfg))?;
+        std::fs::write(&cfg, text).map_err(crate::sys::fs::io_at(&cfg))?;
         journal.add(&JournalLine::Container(JournalEntry {
             bin: rt.bin.clone(),
             args: rt.entry.args.clone(),

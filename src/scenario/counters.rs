@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::sys::blockdev;
+
 /// Errors finding or reading the counters; each names the file or directory.
 #[derive(Debug, thiserror::Error)]
 pub enum CountersError {
@@ -66,24 +68,20 @@ pub fn disk_of_dev(host: &Path, dir: &Path, major: u64, minor: u64) -> Result<Di
         major,
         minor,
     };
-    let link = host.join(format!("sys/dev/block/{major}:{minor}"));
-    let real = std::fs::canonicalize(&link).map_err(|_| not_block())?;
-    let disk_dir = if real.join("partition").exists() {
-        real.parent().map(Path::to_path_buf).ok_or_else(not_block)?
-    } else {
-        real
-    };
-    let name = disk_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(not_block)?
-        .to_string();
-    let dev = std::fs::read_to_string(disk_dir.join("dev")).map_err(|_| not_block())?;
-    let (ma, mi) = dev.trim().split_once(':').ok_or_else(not_block)?;
+    let dev = blockdev::DevNum::new(
+        u32::try_from(major).map_err(|_| not_block())?,
+        u32::try_from(minor).map_err(|_| not_block())?,
+    );
+    let real = blockdev::dev_dir(&host.join("sys"), dev).map_err(|_| not_block())?;
+    let disk_dir = blockdev::whole_disk(&real);
+    let disk = blockdev::read_dev(&disk_dir)
+        .ok()
+        .flatten()
+        .ok_or_else(not_block)?;
     Ok(Disk {
-        name,
-        major: ma.parse().map_err(|_| not_block())?,
-        minor: mi.parse().map_err(|_| not_block())?,
+        name: blockdev::name_of(&disk_dir),
+        major: u64::from(disk.major),
+        minor: u64::from(disk.minor),
     })
 }
 
@@ -153,8 +151,8 @@ pub enum CgroupIo {
 /// Detects the I/O controller's hierarchy under `<host>/sys/fs/cgroup`.
 pub fn cgroup_io(host: &Path) -> CgroupIo {
     let cg = host.join("sys/fs/cgroup");
-    let v2 = std::fs::read_to_string(cg.join("cgroup.controllers")).unwrap_or_default();
-    if v2.split_whitespace().any(|c| c == "io") {
+    let v2 = crate::sys::cgroup::v2_controllers(&cg).unwrap_or_default();
+    if v2.iter().any(|c| c == "io") {
         CgroupIo::V2
     } else if cg
         .join("blkio/blkio.throttle.io_service_bytes_recursive")

@@ -95,12 +95,12 @@ pub fn drop_caches() -> Result<(), HostError> {
 pub fn ensure_hugetlb_for_crun() -> Result<bool, HostError> {
     let cg = Path::new("/sys/fs/cgroup");
     let target = cg.join("hugetlb");
-    let v2_root = cg.join("cgroup.controllers").exists();
+    let v2_root = crate::sys::cgroup::is_v2(cg);
     let cgroups = std::fs::read_to_string("/proc/cgroups").unwrap_or_default();
     let hugetlb_known = cgroups
         .lines()
         .any(|l| l.split_whitespace().next() == Some("hugetlb"));
-    if v2_root || !cg.is_dir() || !hugetlb_known || is_mountpoint(&target) {
+    if v2_root || !cg.is_dir() || !hugetlb_known || crate::sys::mountinfo::is_mount_point(&target) {
         return Ok(false);
     }
     std::fs::create_dir_all(&target).map_err(|source| HostError::Io {
@@ -119,15 +119,6 @@ pub fn ensure_hugetlb_for_crun() -> Result<bool, HostError> {
         source: e.into(),
     })?;
     Ok(true)
-}
-
-/// Whether `p` is a mount point (in /proc/self/mountinfo).
-fn is_mountpoint(p: &Path) -> bool {
-    let want = p.to_string_lossy();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(&*want))
 }
 
 #[cfg(test)]

@@ -21,18 +21,8 @@ pub enum ImageError {
     NotStatic { path: PathBuf },
     #[error("ldd {path}: {msg}")]
     Ldd { path: PathBuf, msg: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
-    move |source| ImageError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
 }
 
 /// Looks `name` up on PATH (or takes it as is when it has a `/`).
@@ -89,7 +79,7 @@ pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageErro
     if rootfs.is_dir() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) {
         return Ok(Image { rootfs });
     }
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::create_dir_all(dir).map_err(crate::sys::fs::io_at(dir))?;
     // Leftovers of builds that crashed.
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
@@ -106,10 +96,10 @@ pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageErro
     }
     let _ = std::fs::remove_file(&stamp_file);
     if rootfs.exists() {
-        std::fs::remove_dir_all(&rootfs).map_err(io(&rootfs))?;
+        std::fs::remove_dir_all(&rootfs).map_err(crate::sys::fs::io_at(&rootfs))?;
     }
-    std::fs::rename(&tmp, &rootfs).map_err(io(&rootfs))?;
-    std::fs::write(&stamp_file, &stamp).map_err(io(&stamp_file))?;
+    std::fs::rename(&tmp, &rootfs).map_err(crate::sys::fs::io_at(&rootfs))?;
+    std::fs::write(&stamp_file, &stamp).map_err(crate::sys::fs::io_at(&stamp_file))?;
     Ok(Image { rootfs })
 }
 
@@ -185,7 +175,7 @@ pub fn interpreter(path: &Path) -> std::io::Result<Option<PathBuf>> {
 fn stamp(inputs: &[PathBuf]) -> Result<String, ImageError> {
     let mut s = String::new();
     for p in inputs {
-        let m = std::fs::metadata(p).map_err(io(p))?;
+        let m = std::fs::metadata(p).map_err(crate::sys::fs::io_at(p))?;
         s.push_str(&format!("{} {} {}\n", p.display(), m.size(), m.mtime()));
     }
     Ok(s)
@@ -196,7 +186,7 @@ fn build(root: &Path, fio: &Path, busybox: &Path, libs: &[PathBuf]) -> Result<()
         "bin", "usr/bin", "proc", "sys", "dev", "tmp", "etc", "root", "work",
     ] {
         let p = root.join(d);
-        std::fs::create_dir_all(&p).map_err(io(&p))?;
+        std::fs::create_dir_all(&p).map_err(crate::sys::fs::io_at(&p))?;
     }
     copy(fio, &root.join("usr/bin/fio"))?;
     copy(busybox, &root.join("bin/busybox"))?;
@@ -207,21 +197,22 @@ fn build(root: &Path, fio: &Path, busybox: &Path, libs: &[PathBuf]) -> Result<()
         "sh", "dd", "sleep", "rm", "sync", "cat", "true", "ls", "echo",
     ] {
         let link = root.join("bin").join(applet);
-        std::os::unix::fs::symlink("busybox", &link).map_err(io(&link))?;
+        std::os::unix::fs::symlink("busybox", &link).map_err(crate::sys::fs::io_at(&link))?;
     }
     let passwd = root.join("etc/passwd");
-    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/sh\n").map_err(io(&passwd))?;
+    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/sh\n")
+        .map_err(crate::sys::fs::io_at(&passwd))?;
     let group = root.join("etc/group");
-    std::fs::write(&group, "root:x:0:\n").map_err(io(&group))?;
+    std::fs::write(&group, "root:x:0:\n").map_err(crate::sys::fs::io_at(&group))?;
     Ok(())
 }
 
 /// Copies the file behind `from` (symlinks followed) to `to`, keeping its mode.
 fn copy(from: &Path, to: &Path) -> Result<(), ImageError> {
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
+        std::fs::create_dir_all(parent).map_err(crate::sys::fs::io_at(parent))?;
     }
-    std::fs::copy(from, to).map_err(io(from))?;
+    std::fs::copy(from, to).map_err(crate::sys::fs::io_at(from))?;
     Ok(())
 }
 

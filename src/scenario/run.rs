@@ -137,8 +137,8 @@ fn out_dir(opts: &RunOptions) -> Result<PathBuf, RunError> {
 /// directory when nothing else is left in it (like the runtimes' own state roots).
 struct Lock {
     path: PathBuf,
-    _state: nix::fcntl::Flock<std::fs::File>,
-    _target: nix::fcntl::Flock<std::fs::File>,
+    _state: crate::sys::lock::Lock,
+    _target: crate::sys::lock::Lock,
 }
 
 impl Drop for Lock {
@@ -159,7 +159,7 @@ impl Drop for Lock {
 fn lock(state_base: &Path, target: &Path) -> Result<Lock, RunError> {
     use std::os::unix::fs::MetadataExt;
     let take = |file: std::fs::File, p: &Path, msg: &str| {
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        crate::sys::lock::lock_file(file, crate::sys::lock::Mode::TryExclusive)
             .map_err(|_| path_err(p, msg))
     };
     // The target first: failing there must not leave a lock file behind.
@@ -186,7 +186,7 @@ fn lock(state_base: &Path, target: &Path) -> Result<Lock, RunError> {
             "another scenario run holds this lock; wait for it to finish",
         )?;
         // The previous holder may have unlinked the file between our open and flock.
-        let ours = flock.metadata().map_err(|e| path_err(&p, e))?.ino();
+        let ours = flock.file().metadata().map_err(|e| path_err(&p, e))?.ino();
         if std::fs::metadata(&p).is_ok_and(|m| m.ino() == ours) {
             break flock;
         }
@@ -643,10 +643,7 @@ fn smoke_check(
     let id = new_id("check");
     let dir = run_dir.join(&id);
     let work = dir.join("work");
-    std::fs::create_dir_all(&work).map_err(|source| ContainerError::Io {
-        path: work.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(&work).map_err(crate::sys::fs::io_at(&work))?;
     let spec = BundleSpec {
         rootfs,
         work: &work,
@@ -663,13 +660,13 @@ fn smoke_check(
         c.wait_stopped(Duration::from_secs(60), stop)?;
         let v = std::fs::read_to_string(work.join("version")).unwrap_or_default();
         if !v.starts_with("fio-") {
-            return Err(ContainerError::Io {
+            return Err(ContainerError::Io(crate::sys::fs::IoAt {
                 path: work.join("version"),
                 source: std::io::Error::other(format!(
                     "fio did not run in the container: {}",
                     runtime::tail(&c.log, 3)
                 )),
-            });
+            }));
         }
         Ok(())
     })();

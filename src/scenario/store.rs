@@ -19,11 +19,8 @@ pub const RESULTS_FILE: &str = "results.jsonl";
 /// Errors reading or writing the output directory; each names the file (and line).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
     #[error("{path}: line {line}: {msg}")]
     Parse {
         path: PathBuf,
@@ -32,13 +29,6 @@ pub enum StoreError {
     },
     #[error("{path}: no {RUN_FILE}: not the output directory of a scenario run")]
     NotARun { path: PathBuf },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// A runtime the run did not measure, and why.
@@ -83,7 +73,7 @@ impl Store {
                 path: self.dir.clone(),
             });
         }
-        let text = std::fs::read_to_string(&p).map_err(io(&p))?;
+        let text = std::fs::read_to_string(&p).map_err(crate::sys::fs::io_at(&p))?;
         serde_json::from_str(&text).map_err(|e| StoreError::Parse {
             path: p.clone(),
             line: e.line(),
@@ -93,12 +83,10 @@ impl Store {
 
     /// Writes `run.json` (through a temporary file and a rename).
     pub fn write_meta(&self, meta: &RunMeta) -> Result<(), StoreError> {
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        std::fs::create_dir_all(&self.dir).map_err(crate::sys::fs::io_at(&self.dir))?;
         let p = self.dir.join(RUN_FILE);
-        let tmp = self.dir.join(format!("{RUN_FILE}.tmp"));
         let text = serde_json::to_string_pretty(meta).unwrap_or_default();
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &p).map_err(io(&p))
+        Ok(crate::sys::fs::write_atomic(&p, text.as_bytes())?)
     }
 
     /// Every cell in `results.jsonl`, in file order. A last line cut short by a crash
@@ -108,7 +96,7 @@ impl Store {
         let text = match std::fs::read_to_string(&p) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&p)(e)),
+            Err(e) => return Err(crate::sys::fs::io_at(&p)(e).into()),
         };
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
@@ -144,18 +132,19 @@ impl Store {
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&p)
-                .map_err(io(&p))?;
-            f.set_len(keep as u64).map_err(io(&p))?;
+                .map_err(crate::sys::fs::io_at(&p))?;
+            f.set_len(keep as u64).map_err(crate::sys::fs::io_at(&p))?;
         }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&p)
-            .map_err(io(&p))?;
+            .map_err(crate::sys::fs::io_at(&p))?;
         let mut line = serde_json::to_string(cell).unwrap_or_default();
         line.push('\n');
-        f.write_all(line.as_bytes()).map_err(io(&p))?;
-        f.sync_data().map_err(io(&p))
+        f.write_all(line.as_bytes())
+            .map_err(crate::sys::fs::io_at(&p))?;
+        Ok(f.sync_data().map_err(crate::sys::fs::io_at(&p))?)
     }
 
     /// Keys of the cells that finished without error: `--resume` skips these.

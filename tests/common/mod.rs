@@ -25,6 +25,22 @@ macro_rules! needs_root {
     };
 }
 
+/// Returns from the test with a loud SKIPPED line unless siloc was built with the
+/// `test-hooks` cargo feature (`hack/test` builds with it): the test needs one of the
+/// `SILOC_TEST_*` or `SILOC_UNSAFE_NO_EXE_GUARD` hooks.
+#[macro_export]
+macro_rules! needs_test_hooks {
+    () => {
+        if !cfg!(feature = "test-hooks") {
+            eprintln!(
+                "SKIPPED {}: needs the test-hooks feature (cargo test --features test-hooks)",
+                module_path!()
+            );
+            return;
+        }
+    };
+}
+
 /// The static busybox the bundles are built from (Debian's busybox-static).
 pub const BUSYBOX: &str = "/bin/busybox";
 
@@ -244,12 +260,11 @@ pub fn traces_of(id: &str) -> Vec<String> {
 
 /// Mount points at or under `dir`, in mountinfo order.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
-    let prefix = dir.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
+    siloc::sys::mountinfo::read(None)
         .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(|m| m.replace("\\040", " ")))
-        .filter(|m| m.starts_with(&prefix))
+        .into_iter()
+        .map(|m| m.mount_point.to_string_lossy().into_owned())
+        .filter(|m| m.starts_with(&*dir.to_string_lossy()))
         .collect()
 }
 

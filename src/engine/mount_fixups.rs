@@ -14,8 +14,7 @@
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns};
-use nix::sys::wait::waitpid;
-use nix::unistd::{ForkResult, Pid, fork};
+use nix::unistd::Pid;
 use oci_spec::runtime::Spec;
 
 /// A mount change that failed; names the mount and the option.
@@ -93,19 +92,19 @@ fn read_only_cgroup_mounts(spec: &Spec) -> Vec<(String, MsFlags)> {
 /// under a read-only `cgroup` mount of the spec. `mountinfo` is the container init's
 /// /proc/PID/mountinfo (proc(5): field 5 the mount point, seen from the process's
 /// root; the filesystem type follows the " - " separator).
-pub fn cgroup_v1_read_only(spec: &Spec, mountinfo: &str) -> Vec<(String, String, MsFlags)> {
+pub fn cgroup_v1_read_only(
+    spec: &Spec,
+    mounts: &[crate::sys::mountinfo::Mount],
+) -> Vec<(String, String, MsFlags)> {
     let wanted = read_only_cgroup_mounts(spec);
     if wanted.is_empty() {
         return Vec::new();
     }
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (head, tail) = line.split_once(" - ")?;
-            let point = head.split(' ').nth(4)?;
-            (tail.split(' ').next()? == "cgroup").then_some(point)
-        })
-        .filter_map(|point| {
+    mounts
+        .iter()
+        .filter(|m| m.fs_type == "cgroup")
+        .filter_map(|m| {
+            let point = m.mount_point.to_str()?;
             wanted
                 .iter()
                 .find(|(dest, _)| {
@@ -129,60 +128,37 @@ pub fn apply(spec: &Spec, pid: Pid) -> Result<(), MountFixupError> {
     };
     let mut todo = wanted(spec);
     if !read_only_cgroup_mounts(spec).is_empty() {
-        let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).map_err(io)?;
-        todo.extend(cgroup_v1_read_only(spec, &info));
+        let mounts = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(io)?;
+        todo.extend(cgroup_v1_read_only(spec, &mounts));
     }
     if todo.is_empty() {
         return Ok(());
     }
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
-    let (rd, wr) = nix::unistd::pipe().map_err(MountFixupError::Sys)?;
-    // SAFETY: the child only calls setns, mount, write and _exit before it ends; all
-    // it reads was built before the fork. The parent reaps it.
-    match unsafe { fork() }.map_err(MountFixupError::Sys)? {
-        ForkResult::Child => {
-            drop(rd);
-            // Report (index of the failed change, errno); index u32::MAX for setns.
-            let report = |i: u32, e: nix::Error| {
-                let mut b = [0u8; 8];
-                b[..4].copy_from_slice(&i.to_ne_bytes());
-                b[4..].copy_from_slice(&(e as i32).to_ne_bytes());
-                let _ = nix::unistd::write(&wr, &b);
-            };
-            if let Err(e) = setns(&ns, CloneFlags::CLONE_NEWNS) {
-                report(u32::MAX, e);
-            } else {
-                for (i, (dest, _, f)) in todo.iter().enumerate() {
-                    if let Err(e) =
-                        mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>)
-                    {
-                        report(i as u32, e);
-                        break;
-                    }
-                }
-            }
-            // SAFETY: _exit ends the child at once without running parent-owned state.
-            unsafe { libc::_exit(0) }
-        }
-        ForkResult::Parent { child } => {
-            drop(wr);
-            let mut b = [0u8; 8];
-            let n = nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&rd), &mut b).unwrap_or(0);
-            let _ = waitpid(child, None);
-            if n < 8 {
-                return Ok(());
-            }
-            let idx = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-            let errno = nix::Error::from_raw(i32::from_ne_bytes([b[4], b[5], b[6], b[7]]));
-            match todo.get(idx as usize) {
-                Some((destination, option, _)) => Err(MountFixupError::Apply {
-                    destination: destination.clone(),
-                    option: option.clone(),
-                    errno,
-                }),
-                None => Err(MountFixupError::Sys(errno)),
-            }
-        }
+    // The helper reports (index of the failed change, errno); u32::MAX for setns.
+    let helper = crate::sys::fork::spawn(|sock| {
+        let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
+            .map_err(|e| (u32::MAX, e))
+            .and_then(|()| {
+                todo.iter().enumerate().try_for_each(|(i, (dest, _, f))| {
+                    mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>)
+                        .map_err(|e| (i as u32, e))
+                })
+            });
+        let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
+        0
+    })
+    .map_err(MountFixupError::Sys)?;
+    match crate::sys::fork::receive(helper.sock()).map_err(MountFixupError::Sys)? {
+        Ok(_) => Ok(()),
+        Err((idx, errno)) => match todo.get(idx as usize) {
+            Some((destination, option, _)) => Err(MountFixupError::Apply {
+                destination: destination.clone(),
+                option: option.clone(),
+                errno,
+            }),
+            None => Err(MountFixupError::Sys(errno)),
+        },
     }
 }
 
@@ -229,7 +205,7 @@ mod tests {
     #[test]
     fn read_only_cgroup_mount_remounts_each_v1_hierarchy() {
         let spec = spec_with_cgroup(r#"["nosuid","noexec","nodev","relatime","ro"]"#);
-        let w = cgroup_v1_read_only(&spec, MOUNTINFO);
+        let w = cgroup_v1_read_only(&spec, &crate::sys::mountinfo::parse(MOUNTINFO));
         let points: Vec<_> = w.iter().map(|(p, o, _)| (p.as_str(), o.as_str())).collect();
         // Not the tmpfs itself (runc leaves it rw), not a sibling path, not /proc.
         assert_eq!(
@@ -251,11 +227,11 @@ mod tests {
     #[test]
     fn writable_cgroup_mount_or_v2_host_is_left_alone() {
         let rw = spec_with_cgroup(r#"["nosuid","noexec","nodev"]"#);
-        assert!(cgroup_v1_read_only(&rw, MOUNTINFO).is_empty());
+        assert!(cgroup_v1_read_only(&rw, &crate::sys::mountinfo::parse(MOUNTINFO)).is_empty());
         let ro = spec_with_cgroup(r#"["ro"]"#);
         let v2 = "30 29 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n";
-        assert!(cgroup_v1_read_only(&ro, v2).is_empty());
-        let w = cgroup_v1_read_only(&ro, MOUNTINFO);
+        assert!(cgroup_v1_read_only(&ro, &crate::sys::mountinfo::parse(v2)).is_empty());
+        let w = cgroup_v1_read_only(&ro, &crate::sys::mountinfo::parse(MOUNTINFO));
         assert_eq!(
             w[0].2,
             MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY

@@ -2,6 +2,10 @@
 //! namespaces, mounts, cgroups, hooks, the container process. Everything siloc adds
 //! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
 
+pub mod cwd;
+pub mod io_weight;
+pub mod mount_fixups;
+
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::builder::ContainerBuilder;

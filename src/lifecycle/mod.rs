@@ -1,24 +1,34 @@
 //! The path of one container (DESIGN.md): bundle → plan → record → prepare → final
 //! spec → libcontainer; and delete: libcontainer delete → undo → forget the record.
 
+pub mod bundle;
+pub mod final_spec;
+pub mod placement;
+pub mod plan;
+pub mod prepare;
+pub mod record;
+mod test_hooks;
+pub mod update;
+pub mod upper_guard;
+
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
 
 use crate::config::HostConfig;
 use crate::engine::{self, EngineError, InitOptions};
-use crate::idpool::{IdPool, Pool};
-use crate::prepare::{self, Env};
-use crate::record::{self, Prepared, Record};
+use crate::userns::idpool::{IdPool, Pool};
+use prepare::Env;
+use record::{Prepared, Record};
 
 /// Errors of create and delete. Each variant carries the module error that names the
 /// file, field or annotation at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
     #[error(transparent)]
-    Bundle(#[from] crate::bundle::BundleError),
+    Bundle(#[from] crate::lifecycle::bundle::BundleError),
     #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
+    Plan(#[from] crate::annotations::AnnotationError),
     #[error(transparent)]
     Prepare(#[from] prepare::PrepareError),
     #[error(transparent)]
@@ -26,9 +36,9 @@ pub enum LifecycleError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
-    MountFixup(#[from] crate::mount_fixups::MountFixupError),
+    MountFixup(#[from] crate::engine::mount_fixups::MountFixupError),
     #[error(transparent)]
-    Cwd(#[from] crate::cwd::CwdError),
+    Cwd(#[from] crate::engine::cwd::CwdError),
     #[error("{0}")]
     Other(String),
 }
@@ -64,7 +74,7 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
     }
     let bundle = std::path::absolute(&req.bundle)
         .map_err(|e| LifecycleError::Other(format!("bundle {}: {e}", req.bundle.display())))?;
-    let spec = crate::bundle::load(&bundle)?;
+    let spec = crate::lifecycle::bundle::load(&bundle)?;
     let root_path = spec
         .root()
         .as_ref()
@@ -76,7 +86,7 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
             bundle.join(&root_path).display()
         ))
     })?;
-    let plan = crate::plan::plan(&spec, &rt.config)?;
+    let plan = crate::lifecycle::plan::plan(&spec, &rt.config)?;
     std::fs::create_dir_all(&rt.root)
         .map_err(|e| LifecycleError::Other(format!("state root {}: {e}", rt.root.display())))?;
     let mut rec = Record {
@@ -117,11 +127,14 @@ fn create_prepared(
     prepare::apply(env, rec)?;
     // runc makes a missing process.cwd in the rootfs; libcontainer would fail the chdir.
     if let Some(p) = spec.process() {
-        let owner = prepare::host_root(&prepare::id_maps(&rec.plan.userns, rec.prepared.range));
+        let owner = crate::userns::host_root(&crate::userns::id_maps(
+            &rec.plan.userns,
+            rec.prepared.range,
+        ));
         let mounts = spec.mounts().clone().unwrap_or_default();
-        crate::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
+        crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
-    let spec = prepare::final_spec(spec, rec, rt.systemd)?;
+    let spec = final_spec::final_spec(spec, rec, rt.systemd)?;
     let spec_dir = record::dir(&rt.root, &req.id);
     spec.save(spec_dir.join("config.json"))
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
@@ -130,11 +143,11 @@ fn create_prepared(
     let builder = engine::init_builder(&rt.root, &req.id, &req.init)?;
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
-    prepare::crash_point("before-libcontainer");
+    test_hooks::crash_point("before-libcontainer");
     let mut c = engine::build_init(builder, &spec_dir, &req.init)?;
-    prepare::crash_point("after-libcontainer");
+    test_hooks::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
-        && let Err(e) = crate::mount_fixups::apply(&spec, pid)
+        && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid)
     {
         let _ = c.delete(true);
         return Err(e.into());
@@ -260,10 +273,10 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
         // (paused) init would not die until thawed: libcontainer's kill thaws.
         if c.status() != libcontainer::container::ContainerStatus::Paused && own_pid_namespace(pid)
         {
-            crate::pidfd::kill_and_wait(pid, CGROUP_DRAIN);
+            crate::sys::pidfd::kill_and_wait(pid, CGROUP_DRAIN);
         } else {
             let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
-            crate::pidfd::wait_exit(pid, CGROUP_DRAIN);
+            crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         }
     }
     let mut result = c.delete(force);

@@ -7,11 +7,9 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::waitpid;
-use nix::unistd::{ForkResult, Pid, fork, pipe, read};
+use crate::sys::fork;
 
 /// One line of a uid_map/gid_map: container start, host start, length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -47,52 +45,24 @@ fn map_text(maps: &[IdMap]) -> String {
 ///
 /// Errors: [`UsernsFdError`]. The helper process is always reaped.
 pub fn userns_with_mapping(uid: &[IdMap], gid: &[IdMap]) -> Result<OwnedFd, UsernsFdError> {
-    let (ready_r, ready_w) = pipe().map_err(UsernsFdError::Fork)?;
-    let (go_r, go_w) = pipe().map_err(UsernsFdError::Fork)?;
-    // SAFETY: the child only calls async-signal-safe functions (unshare, write, read,
-    // _exit) before it exits; siloc is single-threaded when it prepares a rootfs.
-    let child = match unsafe { fork() }.map_err(UsernsFdError::Fork)? {
-        ForkResult::Child => {
-            drop(ready_r);
-            drop(go_w);
-            // SAFETY: plain syscalls on fds this process owns.
-            unsafe {
-                let ok: u8 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
-                    1
-                } else {
-                    0
-                };
-                libc::write(ready_w.as_raw_fd(), &ok as *const u8 as *const _, 1);
-                let mut b = 0u8;
-                libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut _, 1);
-                libc::_exit(0);
-            }
+    // The helper unshares, says whether it could, and waits until the parent has
+    // written its maps and opened the namespace (the Helper's drop ends and reaps it).
+    let helper = fork::spawn(|sock| {
+        let outcome = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
+            .map(|()| None)
+            .map_err(|e| (0, e));
+        if fork::report(sock, outcome).is_ok() {
+            fork::wait_for_parent(sock);
         }
-        ForkResult::Parent { child } => child,
-    };
-    drop(ready_w);
-    drop(go_r);
-    let result = finish(child, &ready_r, uid, gid);
-    // Waking the child by closing its pipe, and killing it, both end it; reap it always.
-    drop(go_w);
-    let _ = kill(child, Signal::SIGKILL);
-    let _ = waitpid(child, None);
-    result
-}
-
-fn finish(
-    child: Pid,
-    ready: &OwnedFd,
-    uid: &[IdMap],
-    gid: &[IdMap],
-) -> Result<OwnedFd, UsernsFdError> {
-    let mut ok = [0u8; 1];
-    match read(ready.as_raw_fd(), &mut ok) {
-        Ok(1) if ok[0] == 1 => {}
+        0
+    })
+    .map_err(UsernsFdError::Fork)?;
+    match fork::receive(helper.sock()) {
+        Ok(Ok(_)) => {}
         _ => return Err(UsernsFdError::Unshare),
     }
     for (file, maps) in [("uid_map", uid), ("gid_map", gid)] {
-        let path = format!("/proc/{child}/{file}");
+        let path = format!("/proc/{}/{file}", helper.pid());
         File::options()
             .write(true)
             .open(&path)
@@ -102,6 +72,6 @@ fn finish(
                 source,
             })?;
     }
-    let ns = File::open(format!("/proc/{child}/ns/user")).map_err(UsernsFdError::Open)?;
+    let ns = File::open(format!("/proc/{}/ns/user", helper.pid())).map_err(UsernsFdError::Open)?;
     Ok(OwnedFd::from(ns))
 }

@@ -4,9 +4,13 @@
 //! `io.siloc.numa=auto|node:N|off` (host default `[numa] default`, off unless set).
 //! Pure rules here: [`plan`] reads the annotation and the spec's cpuset; [`decide`]
 //! turns the plan, the host [`Topology`] and the container's devices
-//! ([`crate::locality`]) into a [`NumaDecision`]; prepare applies it to
+//! ([`crate::numa::locality`]) into a [`NumaDecision`]; prepare applies it to
 //! `linux.resources.cpu.cpus`/`mems` (runtime-spec config-linux "CPU"), which
 //! libcontainer writes to `cpuset.cpus`/`cpuset.mems`.
+
+pub mod cpulist;
+pub mod locality;
+pub mod topology;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -15,10 +19,34 @@ use oci_spec::runtime::Spec;
 use serde::{Deserialize, Serialize};
 
 use crate::annotations as ann;
-use crate::config::HostConfig;
-use crate::locality::PathDevices;
-use crate::plan::PlanError;
-use crate::topology::{CpuList, Topology};
+use crate::annotations::AnnotationError;
+use crate::numa::locality::PathDevices;
+use crate::numa::topology::{CpuList, Topology};
+
+/// `[numa]`: NUMA-local placement (DESIGN.md item 3).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NumaConfig {
+    /// `off`, `auto` or `node:N`; `io.siloc.numa` overrides it.
+    pub default: String,
+}
+
+impl Default for NumaConfig {
+    fn default() -> Self {
+        NumaConfig {
+            default: "off".into(),
+        }
+    }
+}
+
+impl NumaConfig {
+    /// Checks the section; errors are (key, message).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        NumaMode::parse(&self.default)
+            .map(|_| ())
+            .map_err(|m| ("numa.default", m))
+    }
+}
 
 /// What `io.siloc.numa` asks for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,20 +96,20 @@ pub struct NumaPlan {
 }
 
 /// Reads `io.siloc.numa` (else the host default) and, when placement is on, the
-/// spec's cpuset. Errors: [`PlanError`] naming `io.siloc.numa`, for a bad value or
+/// spec's cpuset. Errors: [`AnnotationError`] naming `io.siloc.numa`, for a bad value or
 /// a spec cpuset that is not a cpu list.
 pub fn plan(
     a: &HashMap<String, String>,
     spec: &Spec,
-    cfg: &HostConfig,
-) -> Result<NumaPlan, PlanError> {
-    let bad = |msg: String| PlanError {
+    cfg: &NumaConfig,
+) -> Result<NumaPlan, AnnotationError> {
+    let bad = |msg: String| AnnotationError {
         key: ann::NUMA.to_string(),
         msg,
     };
     let mode = match a.get(ann::NUMA) {
         Some(v) => NumaMode::parse(v).map_err(bad)?,
-        None => NumaMode::parse(&cfg.numa.default)
+        None => NumaMode::parse(&cfg.default)
             .map_err(|m| bad(format!("host default [numa] default: {m}")))?,
     };
     if mode == NumaMode::Off {
@@ -92,7 +120,7 @@ pub fn plan(
         .as_ref()
         .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.cpu().as_ref());
-    let parse = |field: &str, v: Option<&String>| -> Result<Option<CpuList>, PlanError> {
+    let parse = |field: &str, v: Option<&String>| -> Result<Option<CpuList>, AnnotationError> {
         match v {
             None => Ok(None),
             Some(t) if t.trim().is_empty() => Ok(None),
@@ -390,8 +418,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::locality::{MapLookup, Resolver};
-    use crate::topology::fixture;
+    use crate::numa::locality::{MapLookup, Resolver};
+    use crate::numa::topology::fixture;
 
     /// Places a container whose writable layer is at /w and volumes at /v0, /v1, …
     /// on fixture `host`, with `table` saying which device holds each path.
@@ -618,7 +646,7 @@ mod tests {
             "user":{"uid":0,"gid":0}},"linux":{"resources":{"cpu":{"cpus":"0-3","mems":""}}}}"#,
         )
         .unwrap();
-        let mut cfg = HostConfig::default();
+        let mut cfg = NumaConfig::default();
         let a = |v: &str| HashMap::from([(ann::NUMA.to_string(), v.to_string())]);
         assert_eq!(
             plan(&HashMap::new(), &spec, &cfg).unwrap(),
@@ -628,7 +656,7 @@ mod tests {
         assert_eq!(p.mode, NumaMode::Auto);
         assert_eq!(p.spec_cpus, Some(CpuList::parse("0-3").unwrap()));
         assert_eq!(p.spec_mems, None);
-        cfg.numa.default = "node:1".into();
+        cfg.default = "node:1".into();
         assert_eq!(
             plan(&HashMap::new(), &spec, &cfg).unwrap().mode,
             NumaMode::Node(1)

@@ -16,12 +16,13 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::rootfs::mountapi;
+use crate::sys::mountapi;
 
 /// Set in the environment of the re-executed siloc; removed again at once.
 const MARK: &str = "_SILOC_EXE_SEALED";
-/// Test hook: `SILOC_UNSAFE_NO_EXE_GUARD=1` skips the protection, so a test can show
-/// that its attack works without it.
+/// Test hook (cargo feature `test-hooks` only): `SILOC_UNSAFE_NO_EXE_GUARD=1` skips the
+/// protection, so a test can show that its attack works without it.
+#[cfg(feature = "test-hooks")]
 const DISABLE: &str = "SILOC_UNSAFE_NO_EXE_GUARD";
 
 /// Re-executes siloc from a read-only detached mount of its binary, unless this
@@ -33,6 +34,7 @@ pub fn seal() {
         unsafe { std::env::remove_var(MARK) };
         return;
     }
+    #[cfg(feature = "test-hooks")]
     if std::env::var_os(DISABLE).is_some_and(|v| v == "1") {
         return;
     }

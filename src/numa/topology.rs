@@ -3,12 +3,10 @@
 //! online and isolated CPUs, and SMT siblings. Read from a sysfs root (`/sys`, or a
 //! fixture under `tests/fixtures/sysfs/<host>/`), so every rule built on it is testable.
 
-pub mod cpulist;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use cpulist::{CpuList, CpuListError};
+pub use super::cpulist::{CpuList, CpuListError};
 
 /// Errors reading the topology; each names the sysfs file.
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +174,7 @@ impl Topology {
 }
 
 /// The fixture sysfs trees under `tests/fixtures/sysfs/` (for tests in any module).
+#[cfg(test)]
 #[cfg(test)]
 pub fn fixture(host: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -139,7 +139,7 @@ impl SignalQueue {
                         continue;
                     };
                     match (sig, pty) {
-                        (Signal::SIGWINCH, Some(m)) => crate::tty::copy_window_size(m),
+                        (Signal::SIGWINCH, Some(m)) => crate::cli::tty::copy_window_size(m),
                         (Signal::SIGWINCH, None) => {}
                         _ => {
                             let _ = kill(pid, sig);

@@ -11,9 +11,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::plan::{RootfsPlan, UpperPlan};
-use crate::prepare::{Env, canonical_to_be};
-use crate::record::{self, Record};
+use crate::lifecycle::plan::{RootfsPlan, UpperPlan};
+use crate::lifecycle::record::{self, Record};
+use crate::sys::paths::canonical_to_be;
 
 /// Whether one of `a` and `b` is the other or lies inside it.
 fn overlap(a: &Path, b: &Path) -> bool {
@@ -50,7 +50,13 @@ impl OnDisk {
 /// Refuses `upper` and `work` (canonical, for container `id`) when they overlap the
 /// data root, the state root, or an upper or work dir, layer or root.path of another
 /// container recorded under the state root. Errors: why, naming the other path.
-pub fn check_apart(env: &Env<'_>, id: &str, upper: &Path, work: &Path) -> Result<(), String> {
+pub fn check_apart(
+    data_root: &Path,
+    state_root: &Path,
+    id: &str,
+    upper: &Path,
+    work: &Path,
+) -> Result<(), String> {
     let disk = |p: &Path| OnDisk::new(canonical_to_be(p).unwrap_or_else(|_| p.to_path_buf()));
     let ours = [disk(upper), disk(work)];
     let clash = |theirs: &OnDisk| {
@@ -58,7 +64,7 @@ pub fn check_apart(env: &Env<'_>, id: &str, upper: &Path, work: &Path) -> Result
             .find(|d| d.overlaps(theirs))
             .map(|d| d.path.display().to_string())
     };
-    for (what, root) in [("data root", env.data_root), ("state root", env.state_root)] {
+    for (what, root) in [("data root", data_root), ("state root", state_root)] {
         let root = disk(root);
         if let Some(d) = clash(&root) {
             return Err(format!(
@@ -67,11 +73,11 @@ pub fn check_apart(env: &Env<'_>, id: &str, upper: &Path, work: &Path) -> Result
             ));
         }
     }
-    for other in record::list(env.state_root).unwrap_or_default() {
+    for other in record::list(state_root).unwrap_or_default() {
         if other == id {
             continue;
         }
-        let Ok(Some(rec)) = Record::load(env.state_root, &other) else {
+        let Ok(Some(rec)) = Record::load(state_root, &other) else {
             continue;
         };
         for theirs in dirs_of(&rec).iter().map(|p| disk(p)) {

@@ -3,18 +3,18 @@
 //! A pool of host IDs (from the config, or the `containers` entry of /etc/subuid and
 //! /etc/subgid, see subuid(5)) is cut into ranges; each live container holds one.
 //! The table lives at `<state root>/.siloc/idpool.json` and every read and change
-//! happens under the state root's exclusive lock ([`crate::record::lock_root`]), so
+//! happens under the state root's exclusive lock (the same `flock(2)` records take), so
 //! parallel `create`s never hand out overlapping ranges. An empty table is removed.
 //! Ranges start on multiples of [`ALIGN`] IDs within the pool.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{DEFAULT_POOL_SIZE, DEFAULT_POOL_START, UsernsConfig};
+use super::{DEFAULT_POOL_SIZE, DEFAULT_POOL_START, UsernsConfig};
+use crate::sys::fs::{IoAt, io_at, write_atomic};
+use crate::sys::lock::{Mode, lock_dir};
 
 /// Ranges start at multiples of this many IDs (the usual container range size).
 pub const ALIGN: u64 = 65_536;
@@ -55,11 +55,8 @@ pub enum IdPoolError {
     TooLarge { size: u32, pool_size: u32 },
     #[error("container {0} already holds an ID range")]
     AlreadyHeld(String),
-    #[error("ID pool table {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("ID pool table {0}")]
+    Io(#[from] IoAt),
     #[error("ID pool table {path}: {msg}")]
     Corrupt { path: PathBuf, msg: String },
 }
@@ -138,23 +135,12 @@ impl IdPool {
         self.dir.join("idpool.json")
     }
 
-    fn io_err(&self, path: &Path) -> impl Fn(std::io::Error) -> IdPoolError + '_ {
-        let path = path.to_path_buf();
-        move |source| IdPoolError::Io {
-            path: path.clone(),
-            source,
-        }
-    }
-
     /// Runs `f` on the table under the exclusive lock and saves the table if it changed.
     fn with_table<T>(
         &self,
         f: impl FnOnce(&mut Table) -> Result<(T, bool), IdPoolError>,
     ) -> Result<T, IdPoolError> {
-        let _lock = crate::record::lock_root(&self.root).map_err(|e| IdPoolError::Corrupt {
-            path: self.root.clone(),
-            msg: e.to_string(),
-        })?;
+        let _lock = lock_dir(&self.root, Mode::Exclusive).map_err(io_at(&self.root))?;
         let path = self.table_path();
         let mut table: Table = match std::fs::read(&path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| IdPoolError::Corrupt {
@@ -162,27 +148,27 @@ impl IdPool {
                 msg: e.to_string(),
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Table::default(),
-            Err(e) => return Err(self.io_err(&path)(e)),
+            Err(e) => return Err(io_at(&path)(e).into()),
         };
         let (out, changed) = f(&mut table)?;
         if changed && table.ranges.is_empty() {
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(self.io_err(&path)(e));
+                    return Err(io_at(&path)(e).into());
                 }
-                _ => crate::record::prune(&self.root),
+                // An emptied table leaves no directory of its own behind.
+                _ => {
+                    let _ = std::fs::remove_dir(&self.dir);
+                }
             }
         } else if changed {
             // Write-then-rename: a crash leaves the old table or the new one, never half.
-            std::fs::create_dir_all(&self.dir).map_err(self.io_err(&self.dir))?;
-            let tmp = self.dir.join("idpool.json.tmp");
-            let mut file = File::create(&tmp).map_err(self.io_err(&tmp))?;
+            std::fs::create_dir_all(&self.dir).map_err(io_at(&self.dir))?;
             let body = serde_json::to_vec(&table).map_err(|e| IdPoolError::Corrupt {
-                path: tmp.clone(),
+                path: path.clone(),
                 msg: e.to_string(),
             })?;
-            file.write_all(&body).map_err(self.io_err(&tmp))?;
-            std::fs::rename(&tmp, &path).map_err(self.io_err(&path))?;
+            write_atomic(&path, &body)?;
         }
         Ok(out)
     }

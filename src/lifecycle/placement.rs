@@ -1,5 +1,5 @@
 //! Placement at prepare time: find the block devices behind the container's writable
-//! layer and volumes ([`crate::locality`]), read the host facts (NUMA topology, cgroup
+//! layer and volumes ([`crate::numa::locality`]), read the host facts (NUMA topology, cgroup
 //! I/O controller, schedulers), let the pure rules decide ([`crate::numa`],
 //! [`crate::iopolicy`]), log the decisions, and later write them into the final spec
 //! with the annotations `siloc state` shows.
@@ -10,24 +10,23 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{Linux, LinuxCpu, Spec};
+use oci_spec::runtime::{Linux, LinuxCpu};
 use serde::{Deserialize, Serialize};
 
 use crate::annotations as ann;
 use crate::iopolicy::{self, CgroupIo, IoDecision};
-use crate::locality::{DevLookup, PathDevices, Resolver, StatLookup};
+use crate::lifecycle::plan::{Plan, RootfsPlan, UpperPlan};
+use crate::numa::locality::{DevLookup, PathDevices, Resolver, StatLookup};
+use crate::numa::topology::Topology;
 use crate::numa::{self, NumaDecision, NumaMode};
-use crate::plan::{RootfsPlan, UpperPlan};
-use crate::record::Record;
-use crate::topology::Topology;
 
 /// Errors deciding the placement; each names the file or annotation at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
     #[error(transparent)]
-    Locality(#[from] crate::locality::LocalityError),
+    Locality(#[from] crate::numa::locality::LocalityError),
     #[error("NUMA topology: {0}")]
-    Topology(#[from] crate::topology::TopologyError),
+    Topology(#[from] crate::numa::topology::TopologyError),
     #[error(transparent)]
     Numa(#[from] numa::NumaError),
     #[error(transparent)]
@@ -69,8 +68,8 @@ pub struct Placement {
 
 impl Placement {
     /// The distinct whole disks (name, MAJ:MIN) behind the writable layer and volumes.
-    pub fn disks(&self) -> Vec<(String, crate::locality::DevNum)> {
-        let mut out: Vec<(String, crate::locality::DevNum)> = Vec::new();
+    pub fn disks(&self) -> Vec<(String, crate::numa::locality::DevNum)> {
+        let mut out: Vec<(String, crate::numa::locality::DevNum)> = Vec::new();
         for p in self.writable.iter().chain(&self.volumes) {
             if !out.iter().any(|(_, d)| *d == p.dev) {
                 out.push((p.disk.clone(), p.dev));
@@ -80,9 +79,20 @@ impl Placement {
     }
 }
 
+/// The container a placement is for: what [`place`] reads of its record.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub id: &'a str,
+    /// The bundle directory: relative bind-mount sources are relative to it.
+    pub bundle: &'a Path,
+    /// Absolute root.path.
+    pub rootfs: &'a Path,
+    pub plan: &'a Plan,
+}
+
 /// The container's writable layer: the overlay upper dir (persistent, or
 /// `<data_root>/containers/<id>/upper`), else root.path itself.
-pub fn writable_path(rec: &Record, data_root: &Path) -> PathBuf {
+pub fn writable_path(rec: Target<'_>, data_root: &Path) -> PathBuf {
     match &rec.plan.rootfs {
         RootfsPlan::Overlay {
             upper: UpperPlan::Persistent(u),
@@ -92,25 +102,8 @@ pub fn writable_path(rec: &Record, data_root: &Path) -> PathBuf {
             upper: UpperPlan::Ephemeral,
             ..
         } => data_root.join("containers").join(&rec.id).join("upper"),
-        _ => rec.rootfs.clone(),
+        _ => rec.rootfs.to_path_buf(),
     }
-}
-
-/// The bind-mount sources of `spec` (runtime-spec `mounts[]` of type `bind` or with
-/// a `bind`/`rbind` option), as written.
-pub fn volumes(spec: &Spec) -> Vec<PathBuf> {
-    spec.mounts()
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.typ().as_deref() == Some("bind")
-                || m.options()
-                    .iter()
-                    .flatten()
-                    .any(|o| o == "bind" || o == "rbind")
-        })
-        .filter_map(|m| m.source().clone())
-        .collect()
 }
 
 /// Decides NUMA placement and the I/O policy for `rec`, or `None` when neither is
@@ -121,10 +114,10 @@ pub fn volumes(spec: &Spec) -> Vec<PathBuf> {
 /// or has no usable CPUs, a policy on a host without an I/O controller.
 pub fn place(
     src: &HostSources<'_>,
-    rec: &Record,
+    rec: Target<'_>,
     data_root: &Path,
 ) -> Result<Option<Placement>, PlacementError> {
-    let plan = &rec.plan;
+    let plan = rec.plan;
     if plan.numa.mode == NumaMode::Off && plan.io.limits.is_empty() {
         return Ok(None);
     }
@@ -218,17 +211,17 @@ pub fn finalize(linux: &mut Linux, p: &Placement) -> Vec<(&'static str, String)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locality::MapLookup;
-    use crate::plan::{Plan, UsernsPlan};
-    use crate::topology::fixture;
+    use crate::lifecycle::plan::{UsernsPlan, volumes};
+    use crate::numa::locality::MapLookup;
+    use crate::numa::topology::fixture;
+    use oci_spec::runtime::Spec;
 
-    fn record(plan: Plan) -> Record {
-        Record {
-            id: "c1".into(),
-            bundle: "/b".into(),
-            rootfs: "/b/rootfs".into(),
+    fn record(plan: &Plan) -> Target<'_> {
+        Target {
+            id: "c1",
+            bundle: Path::new("/b"),
+            rootfs: Path::new("/b/rootfs"),
             plan,
-            prepared: Default::default(),
         }
     }
 
@@ -256,10 +249,11 @@ mod tests {
 
     #[test]
     fn writable_layer_paths() {
-        let mut p = crate::plan::plan(&spec_with("{}", ""), &Default::default()).unwrap();
-        let rec = record(p.clone());
+        let mut p =
+            crate::lifecycle::plan::plan(&spec_with("{}", ""), &Default::default()).unwrap();
+        let rec = record(&p);
         assert_eq!(
-            writable_path(&rec, Path::new("/d")),
+            writable_path(rec, Path::new("/d")),
             PathBuf::from("/b/rootfs")
         );
         p.rootfs = RootfsPlan::Overlay {
@@ -267,7 +261,7 @@ mod tests {
             upper: UpperPlan::Ephemeral,
         };
         assert_eq!(
-            writable_path(&record(p.clone()), Path::new("/d")),
+            writable_path(record(&p), Path::new("/d")),
             PathBuf::from("/d/containers/c1/upper")
         );
         p.rootfs = RootfsPlan::Overlay {
@@ -275,7 +269,7 @@ mod tests {
             upper: UpperPlan::Persistent("/up".into()),
         };
         assert_eq!(
-            writable_path(&record(p), Path::new("/d")),
+            writable_path(record(&p), Path::new("/d")),
             PathBuf::from("/up")
         );
     }
@@ -292,9 +286,9 @@ mod tests {
             r#"{"io.siloc.numa":"auto","io.siloc.io.class":"guaranteed","io.siloc.io.max":"wiops=500"}"#,
             r#","resources":{"cpu":{"cpus":"0-7,24-31"},"blockIO":{"weight":300}}"#,
         );
-        let mut plan = crate::plan::plan(&spec, &cfg).unwrap();
+        let mut plan = crate::lifecycle::plan::plan(&spec, &cfg).unwrap();
         plan.userns = UsernsPlan::Host;
-        let rec = record(plan);
+        let rec = record(&plan);
         let sysfs = fixture("intel-2s-ht");
         let cg = tempfile::tempdir().unwrap();
         std::fs::create_dir(cg.path().join("blkio")).unwrap();
@@ -305,7 +299,7 @@ mod tests {
             cgroup_root: cg.path(),
             lookup: &lookup,
         };
-        let p = place(&src, &rec, Path::new("/var/lib/siloc"))
+        let p = place(&src, rec, Path::new("/var/lib/siloc"))
             .unwrap()
             .unwrap();
         assert_eq!(p.volumes.len(), 2);
@@ -340,20 +334,22 @@ mod tests {
     #[test]
     fn nothing_asked_looks_nothing_up() {
         let spec = spec_with("{}", "");
-        let rec = record(crate::plan::plan(&spec, &Default::default()).unwrap());
+        let plan = crate::lifecycle::plan::plan(&spec, &Default::default()).unwrap();
+        let rec = record(&plan);
         let lookup = MapLookup::default(); // any lookup would fail
         let src = HostSources {
             sysfs: Path::new("/nonexistent"),
             cgroup_root: Path::new("/nonexistent"),
             lookup: &lookup,
         };
-        assert_eq!(place(&src, &rec, Path::new("/d")).unwrap(), None);
+        assert_eq!(place(&src, rec, Path::new("/d")).unwrap(), None);
     }
 
     #[test]
     fn bad_node_is_refused_before_anything_happens() {
         let spec = spec_with(r#"{"io.siloc.numa":"node:2"}"#, "");
-        let rec = record(crate::plan::plan(&spec, &Default::default()).unwrap());
+        let plan = crate::lifecycle::plan::plan(&spec, &Default::default()).unwrap();
+        let rec = record(&plan);
         let sysfs = fixture("vm-virtio");
         let lookup = MapLookup::of(&[("/", (254, 1))]);
         let src = HostSources {
@@ -361,7 +357,7 @@ mod tests {
             cgroup_root: Path::new("/nonexistent"),
             lookup: &lookup,
         };
-        let e = place(&src, &rec, Path::new("/d")).unwrap_err();
+        let e = place(&src, rec, Path::new("/d")).unwrap_err();
         assert!(
             e.to_string().contains("io.siloc.numa") && e.to_string().contains("node 2"),
             "{e}"

@@ -84,7 +84,7 @@ pub fn ensure_for_spec(
     rootfs: &Path,
     owner: (u32, u32),
 ) -> Result<(), CwdError> {
-    let clean = crate::paths::clean(cwd);
+    let clean = crate::sys::paths::clean(cwd);
     let cwd = clean.as_path();
     match place(cwd, mounts, bundle) {
         Place::Rootfs => ensure(rootfs, cwd, owner, true),
@@ -238,6 +238,44 @@ fn as_owner<T>(owner: (u32, u32), with_caps: bool, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// runc's error when the process's cwd is missing in the container, for an exec that
+/// failed. Resolved with openat2 RESOLVE_IN_ROOT under `/proc/PID/root`, so the
+/// container's own symlinks resolve inside its root. Only a missing path, a
+/// non-directory or a symlink loop is reported (as `Some(message)`); anything else is
+/// `None`. libcontainer 0.7 reports a failed chdir as a bare "failed to unix syscall".
+pub fn exec_cwd_error(pid: i32, cwd: &Path) -> Option<String> {
+    let root = format!("/proc/{pid}/root");
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(dir) = open(root.as_str(), flags, Mode::empty()) else {
+        return None;
+    };
+    // SAFETY: open returned a new fd that nothing else owns.
+    let dir = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dir) };
+    let rel = cwd.strip_prefix("/").unwrap_or(cwd);
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT);
+    let why = match openat2(std::os::fd::AsRawFd::as_raw_fd(&dir), rel, how) {
+        Ok(fd) => {
+            let _ = nix::unistd::close(fd);
+            return None;
+        }
+        Err(nix::errno::Errno::ENOENT) => "no such file or directory",
+        Err(nix::errno::Errno::ENOTDIR) => "not a directory",
+        Err(nix::errno::Errno::ELOOP) => "too many levels of symbolic links",
+        Err(_) => return None,
+    };
+    Some(format!(
+        "unable to start container process: chdir to cwd ({:?}) set in config.json failed: {why}",
+        cwd.display().to_string()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,7 +326,7 @@ mod tests {
             Place::Elsewhere("/ro".into())
         );
         assert_eq!(
-            crate::paths::clean(Path::new("/data/../etc/./x/")),
+            crate::sys::paths::clean(Path::new("/data/../etc/./x/")),
             Path::new("/etc/x")
         );
         assert_eq!(

@@ -5,27 +5,27 @@
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxIdMappingBuilder, LinuxNamespaceBuilder, LinuxNamespaceType, Spec};
-
 use crate::annotations as ann;
-use crate::idpool::{IdPool, Range};
-use crate::plan::{RootfsPlan, UpperPlan, UsernsPlan};
-use crate::record::{Record, RootfsMount};
-use crate::rootfs::{self, IdMap, OverlaySpec};
+use crate::lifecycle::plan::{RootfsPlan, UpperPlan, UsernsPlan};
+use crate::lifecycle::record::{Record, RootfsMount};
+use crate::lifecycle::test_hooks;
+use crate::rootfs::{self, OverlaySpec};
+use crate::userns::idpool::IdPool;
+use crate::userns::userns_with_mapping;
 
 /// Errors while preparing; each names the path or setting involved.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
     #[error(transparent)]
-    IdPool(#[from] crate::idpool::IdPoolError),
+    IdPool(#[from] crate::userns::idpool::IdPoolError),
     #[error(transparent)]
     Rootfs(#[from] crate::rootfs::RootfsError),
     #[error(transparent)]
-    Userns(#[from] crate::rootfs::userns_fd::UsernsFdError),
+    Userns(#[from] crate::userns::ns_fd::UsernsFdError),
     #[error(transparent)]
-    Record(#[from] crate::record::RecordError),
+    Record(#[from] crate::lifecycle::record::RecordError),
     #[error(transparent)]
-    Placement(#[from] crate::placement::PlacementError),
+    Placement(#[from] crate::lifecycle::placement::PlacementError),
     #[error("root.path {path}: {msg}")]
     RootPath { path: PathBuf, msg: String },
     #[error("annotation {key}: {path}: {msg}")]
@@ -34,20 +34,10 @@ pub enum PrepareError {
         path: PathBuf,
         msg: String,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::sys::fs::IoAt),
     #[error("spec: {0}")]
     Spec(String),
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> PrepareError + '_ {
-    move |source| PrepareError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Where prepare works: the state root (record, ID pool) and the data root.
@@ -57,57 +47,15 @@ pub struct Env<'a> {
     pub pool: &'a IdPool,
 }
 
-/// Test hooks: `SILOC_TEST_CRASH_AT=<point>` kills siloc with SIGKILL at that point of
-/// `create`, so tests can prove that `delete --force` cleans up after any crash;
-/// `SILOC_TEST_STALL_AT=<point>` pauses there for 2 s, so tests can race another
-/// command against a create in progress.
-pub fn crash_point(point: &str) {
-    if std::env::var("SILOC_TEST_CRASH_AT").is_ok_and(|p| p == point) {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-    }
-    if std::env::var("SILOC_TEST_STALL_AT").is_ok_and(|p| p == point) {
-        std::thread::sleep(std::time::Duration::from_secs(2));
-    }
-}
-
-/// The mappings the container (and the idmapped layers) use, if any.
-pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<IdMap>, Vec<IdMap>)> {
-    match (plan_userns, range) {
-        (UsernsPlan::Auto { .. }, Some(r)) => Some((
-            vec![IdMap {
-                container_id: 0,
-                host_id: r.uid,
-                size: r.size,
-            }],
-            vec![IdMap {
-                container_id: 0,
-                host_id: r.gid,
-                size: r.size,
-            }],
-        )),
-        (UsernsPlan::FromSpec { uid, gid }, _) if !uid.is_empty() && !gid.is_empty() => {
-            Some((uid.clone(), gid.clone()))
-        }
-        _ => None,
-    }
-}
-
-/// The host IDs that container root maps to (owner of the writable dirs).
-pub fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
-    let find = |m: &[IdMap]| {
-        m.iter()
-            .find(|m| m.container_id == 0)
-            .map_or(0, |m| m.host_id)
-    };
-    maps.as_ref().map_or((0, 0), |(u, g)| (find(u), find(g)))
-}
-
 /// Carries out the plan in `rec`, saving `rec` before each step. On error the caller
 /// runs [`undo`] with the same record.
 pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
     // Devices, NUMA node and I/O policy first: only reads, so a refusal leaves nothing.
-    let placement =
-        crate::placement::place(&crate::placement::HostSources::system(), rec, env.data_root)?;
+    let placement = crate::lifecycle::placement::place(
+        &crate::lifecycle::placement::HostSources::system(),
+        rec.target(),
+        env.data_root,
+    )?;
     if placement.is_some() {
         rec.prepared.placement = placement;
         rec.save(env.state_root)?;
@@ -148,21 +96,21 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                 ),
             });
         }
-        crash_point("after-idpool");
+        test_hooks::crash_point("after-idpool");
     }
-    let maps = id_maps(&rec.plan.userns, rec.prepared.range);
+    let maps = crate::userns::id_maps(&rec.plan.userns, rec.prepared.range);
     match rec.plan.rootfs.clone() {
         RootfsPlan::AsIs => {}
         RootfsPlan::IdmapBind => {
             let Some((uid, gid)) = &maps else {
                 return Ok(());
             };
-            let ns = rootfs::userns_with_mapping(uid, gid)?;
+            let ns = userns_with_mapping(uid, gid)?;
             rec.prepared.mount = Some(RootfsMount::IdmapBind);
             rec.save(env.state_root)?;
             rootfs::creator_ns::enter(&rec.rootfs)?;
             rootfs::mount_idmapped_bind(&rec.rootfs, std::os::fd::AsFd::as_fd(&ns))?;
-            crash_point("after-mount");
+            test_hooks::crash_point("after-mount");
         }
         RootfsPlan::Overlay { layers, upper } => {
             // Check everything the caller can get wrong before creating anything.
@@ -170,14 +118,14 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             check_empty_dir(&rec.rootfs)?;
             let (upper_dir, work_dir) = writable_dirs(env, rec, persistent.as_ref())?;
             check_writable_apart(&upper_dir, &work_dir, &layers, &rec.rootfs, &upper)?;
-            let owner = host_root(&maps);
+            let owner = crate::userns::host_root(&maps);
             rec.save(env.state_root)?;
             for d in [&upper_dir, &work_dir] {
                 make_owned_dir(d, owner)?;
             }
-            crash_point("after-upper");
+            test_hooks::crash_point("after-upper");
             let ns = match &maps {
-                Some((u, g)) => Some(rootfs::userns_with_mapping(u, g)?),
+                Some((u, g)) => Some(userns_with_mapping(u, g)?),
                 None => None,
             };
             let source = format!("siloc-{}", rec.id);
@@ -210,7 +158,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                 }
             ));
             rec.save(env.state_root)?;
-            crash_point("after-mount");
+            test_hooks::crash_point("after-mount");
         }
     }
     Ok(())
@@ -228,10 +176,10 @@ fn writable_dirs(
         None => {
             let base = env.data_root.join("containers").join(&rec.id);
             if base.exists() {
-                return Err(PrepareError::Io {
+                return Err(PrepareError::Io(crate::sys::fs::IoAt {
                     path: base,
                     source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-                });
+                }));
             }
             rec.prepared.made_dirs.push(base.clone());
             Ok((base.join("upper"), base.join("work")))
@@ -267,7 +215,7 @@ fn writable_dirs(
 /// The persistent upper dir `given` with symlinks resolved (two spellings of one
 /// directory are one upper dir) and its work dir `<upper>.work`, checked: the parent
 /// exists, the upper is a directory if it exists, and both stay apart from siloc's
-/// roots and other containers ([`crate::upper_guard`]). Creates nothing.
+/// roots and other containers ([`crate::lifecycle::upper_guard`]). Creates nothing.
 ///
 /// Errors: [`PrepareError::Upper`] naming the annotation and why.
 fn persistent_dirs(
@@ -286,14 +234,15 @@ fn persistent_dirs(
     if !parent.is_dir() {
         return Err(bad("its parent directory does not exist"));
     }
-    let u = canonical_to_be(given).map_err(io(given))?;
+    let u = crate::sys::paths::canonical_to_be(given).map_err(crate::sys::fs::io_at(given))?;
     if u.exists() && !u.is_dir() {
         return Err(bad("exists and is not a directory"));
     }
     let mut work = u.clone().into_os_string();
     work.push(".work");
     let work = PathBuf::from(work);
-    crate::upper_guard::check_apart(env, id, &u, &work).map_err(|m| bad(&m))?;
+    crate::lifecycle::upper_guard::check_apart(env.data_root, env.state_root, id, &u, &work)
+        .map_err(|m| bad(&m))?;
     Ok((u, work))
 }
 
@@ -312,7 +261,7 @@ fn check_writable_apart(
 ) -> Result<(), PrepareError> {
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     for dir in [upper, work] {
-        let canon = canonical_to_be(dir).map_err(io(dir))?;
+        let canon = crate::sys::paths::canonical_to_be(dir).map_err(crate::sys::fs::io_at(dir))?;
         let msg = if let Some(layer) = layers.iter().find(|l| overlaps(&canon, &l.path)) {
             format!(
                 "overlaps rootfs layer {}: the writable dirs must be apart from every layer",
@@ -343,29 +292,6 @@ fn check_writable_apart(
     Ok(())
 }
 
-/// `p` with symlinks resolved, for a path whose last components may not exist yet:
-/// the deepest existing ancestor canonicalized, the rest appended.
-pub fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
-    let mut rest = Vec::new();
-    let mut at = p;
-    loop {
-        match std::fs::canonicalize(at) {
-            Ok(mut c) => {
-                c.extend(rest.iter().rev());
-                return Ok(c);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
-                    return Err(e);
-                };
-                rest.push(name);
-                at = parent;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 fn check_empty_dir(p: &Path) -> Result<(), PrepareError> {
     let bad = |msg: &str| PrepareError::RootPath {
         path: p.to_path_buf(),
@@ -382,20 +308,22 @@ fn check_empty_dir(p: &Path) -> Result<(), PrepareError> {
 
 /// Creates `d` (and parents) if missing, mode 0755, owned by `owner` (container root).
 fn make_owned_dir(d: &Path, owner: (u32, u32)) -> Result<(), PrepareError> {
-    std::fs::create_dir_all(d).map_err(io(d))?;
+    std::fs::create_dir_all(d).map_err(crate::sys::fs::io_at(d))?;
     // Through an fd opened without following a symlink at `d`: a symlink swapped in
     // after the checks must not make siloc chown or chmod its target.
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
         .open(d)
-        .map_err(io(d))?;
-    let meta = f.metadata().map_err(io(d))?;
+        .map_err(crate::sys::fs::io_at(d))?;
+    let meta = f.metadata().map_err(crate::sys::fs::io_at(d))?;
     if (meta.uid(), meta.gid()) != owner {
-        std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1)).map_err(io(d))?;
+        std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1))
+            .map_err(crate::sys::fs::io_at(d))?;
     }
     f.set_permissions(std::fs::Permissions::from_mode(0o755))
-        .map_err(io(d))
+        .map_err(crate::sys::fs::io_at(d))?;
+    Ok(())
 }
 
 /// Undoes whatever `rec.prepared` says was (or may have been) done, in reverse order.
@@ -412,8 +340,8 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
     let mut unmounted = true;
     if let Some(m) = &rec.prepared.mount {
         let ours = rootfs::mount_at(&rec.rootfs).is_some_and(|e| match m {
-            RootfsMount::Overlay { source } => e.fstype == "overlay" && &e.source == source,
-            RootfsMount::IdmapBind => e.options.split(',').any(|o| o == "idmapped"),
+            RootfsMount::Overlay { source } => e.fs_type == "overlay" && &e.source == source,
+            RootfsMount::IdmapBind => e.has_option("idmapped"),
         });
         if ours {
             let r = rootfs::unmount(&rec.rootfs).map_err(PrepareError::from);
@@ -427,7 +355,7 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
             match std::fs::remove_dir_all(d) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => keep(Err(io(d)(e))),
+                Err(e) => keep(Err(crate::sys::fs::io_at(d)(e).into())),
             }
         }
     }
@@ -440,84 +368,6 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
         );
     }
     first.map_or(Ok(()), Err)
-}
-
-/// Applies the plan's outcome to the spec libcontainer will run: the user namespace
-/// and mappings, the absolute root.path, a default cgroupsPath, rootfsPropagation in
-/// libcontainer's names, and siloc's report annotations.
-pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, PrepareError> {
-    let se = |e: oci_spec::OciSpecError| PrepareError::Spec(e.to_string());
-    if let Some(root) = spec.root_mut() {
-        root.set_path(rec.rootfs.clone());
-    }
-    let mut linux = spec.linux().clone().unwrap_or_default();
-    // libcontainer 0.7 knows only the plain names and always applies them recursively
-    // (MS_REC), which is what the `r` forms runc also takes mean.
-    // An empty value means unset, as for runc.
-    if let Some(p) = linux.rootfs_propagation().clone() {
-        if p.is_empty() {
-            linux.set_rootfs_propagation(None);
-        } else if let Some(plain) = p.strip_prefix('r')
-            && crate::bundle::ROOTFS_PROPAGATION.contains(&plain)
-        {
-            linux.set_rootfs_propagation(Some(plain.to_string()));
-        }
-    }
-    if linux.cgroups_path().is_none() {
-        // runc puts a container without cgroupsPath under its own name; siloc prefixes
-        // the name so its cgroups are easy to tell apart.
-        let p = if systemd {
-            format!("system.slice:siloc:{}", rec.id)
-        } else {
-            format!("/siloc-{}", rec.id)
-        };
-        linux.set_cgroups_path(Some(PathBuf::from(p)));
-    }
-    let mut notes = Vec::new();
-    if let (UsernsPlan::Auto { .. }, Some(r)) = (&rec.plan.userns, rec.prepared.range) {
-        let mut ns = linux.namespaces().clone().unwrap_or_default();
-        ns.push(
-            LinuxNamespaceBuilder::default()
-                .typ(LinuxNamespaceType::User)
-                .build()
-                .map_err(se)?,
-        );
-        linux.set_namespaces(Some(ns));
-        let map = |host| {
-            LinuxIdMappingBuilder::default()
-                .container_id(0u32)
-                .host_id(host)
-                .size(r.size)
-                .build()
-        };
-        linux.set_uid_mappings(Some(vec![map(r.uid).map_err(se)?]));
-        linux.set_gid_mappings(Some(vec![map(r.gid).map_err(se)?]));
-        notes.push((
-            ann::OUT_USERNS_RANGE,
-            format!("uid={},gid={},size={}", r.uid, r.gid, r.size),
-        ));
-    }
-    match &rec.plan.rootfs {
-        RootfsPlan::AsIs => {}
-        RootfsPlan::IdmapBind => notes.push((ann::OUT_ROOTFS, "idmapped-bind".to_string())),
-        RootfsPlan::Overlay { .. } => {
-            if let Some(a) = &rec.prepared.assembly {
-                notes.push((ann::OUT_ROOTFS, a.clone()));
-            }
-        }
-    }
-    if let Some(p) = &rec.prepared.placement {
-        notes.extend(crate::placement::finalize(&mut linux, p));
-    }
-    spec.set_linux(Some(linux));
-    if !notes.is_empty() {
-        let mut a = spec.annotations().clone().unwrap_or_default();
-        for (k, v) in notes {
-            a.insert(k.to_string(), v);
-        }
-        spec.set_annotations(Some(a));
-    }
-    Ok(spec)
 }
 
 #[cfg(test)]

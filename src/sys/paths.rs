@@ -28,6 +28,29 @@ pub fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
     Ok(clean(&std::path::absolute(p)?))
 }
 
+/// `p` with symlinks resolved, for a path whose last components may not exist yet:
+/// the deepest existing ancestor canonicalized, the rest appended.
+pub fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        match std::fs::canonicalize(at) {
+            Ok(mut c) => {
+                c.extend(rest.iter().rev());
+                return Ok(c);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+                    return Err(e);
+                };
+                rest.push(name);
+                at = parent;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,11 +17,13 @@
 
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::idpool::Range;
-use crate::plan::Plan;
+use crate::lifecycle::placement::Target;
+use crate::lifecycle::plan::Plan;
+use crate::sys::fs::{IoAt, io_at, write_atomic};
+use crate::sys::lock::{self, Lock, Mode};
+use crate::userns::idpool::Range;
 
 /// What `prepare` did, step by step. Each field is written *before* its step acts, so
 /// undo also covers a step that a crash interrupted.
@@ -40,7 +42,7 @@ pub struct Prepared {
     pub assembly: Option<String>,
     /// The devices found and the NUMA and I/O decisions (nothing to undo).
     #[serde(default)]
-    pub placement: Option<crate::placement::Placement>,
+    pub placement: Option<crate::lifecycle::placement::Placement>,
 }
 
 /// The one mount siloc attaches, and how to recognise it in mountinfo.
@@ -69,11 +71,8 @@ pub struct Record {
 pub enum RecordError {
     #[error("container with id exists: {0}")]
     Exists(String),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoAt),
     #[error("{path}: {msg}")]
     Corrupt { path: PathBuf, msg: String },
 }
@@ -83,18 +82,10 @@ pub fn dir(root: &Path, id: &str) -> PathBuf {
     root.join(".siloc").join("containers").join(id)
 }
 
-/// Holds the exclusive lock on a directory (the state root, or one container's) while
-/// alive.
-pub struct RootLock(#[allow(dead_code)] Flock<std::fs::File>);
-
 /// Takes the exclusive flock on directory `root` (created if missing), waiting for
 /// it. Errors name the directory.
-pub fn lock_root(root: &Path) -> Result<RootLock, RecordError> {
-    std::fs::create_dir_all(root).map_err(io(root))?;
-    let f = std::fs::File::open(root).map_err(io(root))?;
-    Flock::lock(f, FlockArg::LockExclusive)
-        .map(RootLock)
-        .map_err(|(_, e)| io(root)(e.into()))
+pub fn lock_root(root: &Path) -> Result<Lock, RecordError> {
+    Ok(lock::lock_dir(root, Mode::Exclusive).map_err(io_at(root))?)
 }
 
 /// Removes `<root>/.siloc/containers` and `<root>/.siloc` if they are empty. Call
@@ -105,28 +96,31 @@ pub fn prune(root: &Path) {
     let _ = std::fs::remove_dir(base);
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> RecordError + '_ {
-    move |source| RecordError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 impl Record {
+    /// What placement reads of this record.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            id: &self.id,
+            bundle: &self.bundle,
+            rootfs: &self.rootfs,
+            plan: &self.plan,
+        }
+    }
+
     /// Claims the id: creates the record's directory (failing if it exists, which is
     /// how two `create`s of one id are told apart) and writes the record.
     pub fn create_new(&self, root: &Path) -> Result<(), RecordError> {
         let _lock = lock_root(root)?;
         let d = dir(root, &self.id);
         if let Some(parent) = d.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+            std::fs::create_dir_all(parent).map_err(io_at(parent))?;
         }
         match std::fs::create_dir(&d) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(RecordError::Exists(self.id.clone()));
             }
-            Err(e) => return Err(io(&d)(e)),
+            Err(e) => return Err(io_at(&d)(e).into()),
         }
         // Before anything else exists: a `delete` that sees the record sees the marker.
         let marker = d.join(CREATING);
@@ -134,7 +128,7 @@ impl Record {
             &marker,
             creator_tag(std::process::id() as i32).unwrap_or_default(),
         )
-        .map_err(io(&marker))?;
+        .map_err(io_at(&marker))?;
         self.save(root)
     }
 
@@ -142,13 +136,11 @@ impl Record {
     pub fn save(&self, root: &Path) -> Result<(), RecordError> {
         let d = dir(root, &self.id);
         let path = d.join("record.json");
-        let tmp = d.join("record.json.tmp");
         let body = serde_json::to_vec_pretty(self).map_err(|e| RecordError::Corrupt {
             path: path.clone(),
             msg: e.to_string(),
         })?;
-        std::fs::write(&tmp, body).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        Ok(write_atomic(&path, &body)?)
     }
 
     /// Reads container `id`'s record, `None` when there is none.
@@ -162,7 +154,7 @@ impl Record {
                     msg: e.to_string(),
                 }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&path)(e)),
+            Err(e) => Err(io_at(&path)(e).into()),
         }
     }
 }
@@ -202,12 +194,12 @@ pub fn list(root: &Path) -> Result<Vec<String>, RecordError> {
     let rd = match std::fs::read_dir(&base) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&base)(e)),
+        Err(e) => return Err(io_at(&base)(e).into()),
     };
     let mut ids = Vec::new();
     for e in rd {
         ids.push(
-            e.map_err(io(&base))?
+            e.map_err(io_at(&base))?
                 .file_name()
                 .to_string_lossy()
                 .into_owned(),
@@ -224,7 +216,7 @@ pub fn remove(root: &Path, id: &str) -> Result<(), RecordError> {
     let r = match std::fs::remove_dir_all(&d) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io(&d)(e)),
+        Err(e) => Err(io_at(&d)(e).into()),
     };
     prune(root);
     r
@@ -233,7 +225,7 @@ pub fn remove(root: &Path, id: &str) -> Result<(), RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{RootfsPlan, UsernsPlan};
+    use crate::lifecycle::plan::{RootfsPlan, UsernsPlan};
 
     #[test]
     fn a_dead_or_reused_pid_is_no_creator() {

@@ -4,38 +4,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::Spec;
 use serde::{Deserialize, Serialize};
 
-use crate::annotations as ann;
+use crate::annotations::{self as ann, AnnotationError, err};
 use crate::config::HostConfig;
-use crate::rootfs::IdMap;
-
-/// A bad `io.siloc.*` annotation or host setting; names the annotation.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("annotation {key}: {msg}")]
-pub struct PlanError {
-    pub key: String,
-    pub msg: String,
-}
-
-fn err(key: &str, msg: impl Into<String>) -> PlanError {
-    PlanError {
-        key: key.to_string(),
-        msg: msg.into(),
-    }
-}
-
-/// Which user namespace the container gets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum UsernsPlan {
-    /// No user namespace (or one joined by path): IDs are the host's.
-    Host,
-    /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
-    Auto { size: u32 },
-    /// The spec brings its own mappings; siloc leaves them and idmaps layers with them.
-    FromSpec { uid: Vec<IdMap>, gid: Vec<IdMap> },
-}
+pub use crate::userns::UsernsPlan;
 
 /// Where the container's writable layer lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,82 +53,25 @@ pub struct Plan {
 
 /// Decides the plan. `spec` is the bundle's config.json; `cfg` the host config.
 ///
-/// Errors: [`PlanError`] naming the bad annotation.
-pub fn plan(spec: &Spec, cfg: &HostConfig) -> Result<Plan, PlanError> {
+/// Errors: [`AnnotationError`] naming the bad annotation.
+pub fn plan(spec: &Spec, cfg: &HostConfig) -> Result<Plan, AnnotationError> {
     let empty = HashMap::new();
     let a = spec.annotations().as_ref().unwrap_or(&empty);
-    let userns = plan_userns(spec, a, cfg)?;
+    let userns = crate::userns::plan(spec, a, &cfg.userns)?;
     let rootfs = plan_rootfs(a, &userns)?;
     Ok(Plan {
         userns,
         rootfs,
-        numa: crate::numa::plan(a, spec, cfg)?,
-        io: crate::iopolicy::plan(a, cfg)?,
-        volumes: crate::placement::volumes(spec),
+        numa: crate::numa::plan(a, spec, &cfg.numa)?,
+        io: crate::iopolicy::plan(a, &cfg.io)?,
+        volumes: volumes(spec),
     })
 }
 
-fn plan_userns(
-    spec: &Spec,
+fn plan_rootfs(
     a: &HashMap<String, String>,
-    cfg: &HostConfig,
-) -> Result<UsernsPlan, PlanError> {
-    let linux = spec.linux().as_ref();
-    let spec_ns = linux
-        .and_then(|l| l.namespaces().as_ref())
-        .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::User));
-    let mode = a.get(ann::USERNS).map(String::as_str);
-    if let Some(m) = mode
-        && !matches!(m, "auto" | "off")
-    {
-        return Err(err(ann::USERNS, format!("{m:?}: use \"auto\" or \"off\"")));
-    }
-    if let (Some(l), Some(ns)) = (linux, spec_ns) {
-        // runtime-spec: the spec's own user namespace wins; a path means "join".
-        if ns.path().is_some() {
-            return Ok(UsernsPlan::Host);
-        }
-        let conv = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
-            m.iter()
-                .flatten()
-                .map(|m| IdMap {
-                    container_id: m.container_id(),
-                    host_id: m.host_id(),
-                    size: m.size(),
-                })
-                .collect()
-        };
-        return Ok(UsernsPlan::FromSpec {
-            uid: conv(l.uid_mappings()),
-            gid: conv(l.gid_mappings()),
-        });
-    }
-    let mode = mode.unwrap_or(cfg.userns.default.as_str());
-    if mode != "auto" {
-        if a.contains_key(ann::USERNS_SIZE) && mode == "off" && a.contains_key(ann::USERNS) {
-            return Err(err(
-                ann::USERNS_SIZE,
-                "given, but io.siloc.userns is \"off\"",
-            ));
-        }
-        return Ok(UsernsPlan::Host);
-    }
-    let size = match a.get(ann::USERNS_SIZE) {
-        None => cfg.userns.size,
-        Some(s) => match s.trim().parse::<u32>() {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(err(
-                    ann::USERNS_SIZE,
-                    format!("{s:?} is not a count of IDs >= 1"),
-                ));
-            }
-        },
-    };
-    Ok(UsernsPlan::Auto { size })
-}
-
-fn plan_rootfs(a: &HashMap<String, String>, userns: &UsernsPlan) -> Result<RootfsPlan, PlanError> {
+    userns: &UsernsPlan,
+) -> Result<RootfsPlan, AnnotationError> {
     let upper = match a.get(ann::ROOTFS_UPPER) {
         None => None,
         Some(u) => {
@@ -216,9 +133,27 @@ fn plan_rootfs(a: &HashMap<String, String>, userns: &UsernsPlan) -> Result<Rootf
     })
 }
 
+/// The bind-mount sources of `spec` (runtime-spec `mounts[]` of type `bind` or with
+/// a `bind`/`rbind` option), as written.
+pub fn volumes(spec: &Spec) -> Vec<PathBuf> {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "bind" || o == "rbind")
+        })
+        .filter_map(|m| m.source().clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::userns::IdMap;
 
     fn spec(annotations: &[(&str, &str)], userns: Option<&str>) -> Spec {
         let ns = match userns {

@@ -15,11 +15,12 @@
 //! Both the sysfs root and the `st_dev` lookup are parameters, so fixtures under
 //! `tests/fixtures/sysfs/` can say "this path is on 259:1".
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::sys::blockdev::DevNum;
+use crate::sys::blockdev::{name_of, whole_disk};
 
 /// Errors resolving a path to devices; each names the path or sysfs file.
 #[derive(Debug, thiserror::Error)]
@@ -42,42 +43,6 @@ pub enum LocalityError {
 
 /// How deep dm/md/loop stacks may go before the walk gives up.
 pub const MAX_DEPTH: usize = 16;
-
-/// A block device number (`MAJ:MIN`, as in `/sys/dev/block` and `io.max`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct DevNum {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl DevNum {
-    pub fn new(major: u32, minor: u32) -> DevNum {
-        DevNum { major, minor }
-    }
-
-    /// From a raw `st_dev`/`st_rdev` (glibc's `major()`/`minor()` encoding).
-    pub fn from_raw(dev: u64) -> DevNum {
-        DevNum {
-            major: libc::major(dev),
-            minor: libc::minor(dev),
-        }
-    }
-
-    /// Parses `MAJ:MIN` (surrounding whitespace allowed); `None` otherwise.
-    pub fn parse(text: &str) -> Option<DevNum> {
-        let (a, b) = text.trim().split_once(':')?;
-        Some(DevNum {
-            major: a.parse().ok()?,
-            minor: b.parse().ok()?,
-        })
-    }
-}
-
-impl fmt::Display for DevNum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.major, self.minor)
-    }
-}
 
 /// Finds the device (`st_dev`) of the filesystem holding a path.
 pub trait DevLookup {
@@ -107,9 +72,11 @@ impl DevLookup for StatLookup {
 }
 
 /// A fixed table for tests: the longest listed prefix of a path gives its device.
+#[cfg(test)]
 #[derive(Debug, Clone, Default)]
-pub struct MapLookup(pub BTreeMap<PathBuf, DevNum>);
+pub struct MapLookup(pub std::collections::BTreeMap<PathBuf, DevNum>);
 
+#[cfg(test)]
 impl MapLookup {
     /// A table from `(path prefix, (major, minor))` pairs.
     pub fn of(entries: &[(&str, (u32, u32))]) -> MapLookup {
@@ -122,6 +89,7 @@ impl MapLookup {
     }
 }
 
+#[cfg(test)]
 impl DevLookup for MapLookup {
     fn dev_of(&self, path: &Path) -> std::io::Result<DevNum> {
         self.0
@@ -225,11 +193,12 @@ impl Resolver<'_> {
 
     /// `/sys/dev/block/MAJ:MIN`, canonical; `None` when there is no such device.
     fn dev_dir(&self, dev: DevNum) -> Result<Option<PathBuf>, LocalityError> {
-        let p = self.sysfs.join("dev/block").join(dev.to_string());
-        match std::fs::canonicalize(&p) {
+        match crate::sys::blockdev::dev_dir(self.sysfs, dev) {
             Ok(d) => Ok(Some(d)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(sysfs_err(&p)(e)),
+            Err(e) => Err(sysfs_err(
+                &self.sysfs.join("dev/block").join(dev.to_string()),
+            )(e)),
         }
     }
 
@@ -323,27 +292,19 @@ impl Resolver<'_> {
     }
 }
 
-/// A partition's directory lives inside its disk's: go up one level.
-fn whole_disk(dir: &Path) -> PathBuf {
-    match dir.parent() {
-        Some(p) if dir.join("partition").exists() => p.to_path_buf(),
-        _ => dir.to_path_buf(),
-    }
-}
-
-fn name_of(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 fn read_dev(dir: &Path) -> Result<DevNum, LocalityError> {
     let p = dir.join("dev");
-    let text = std::fs::read_to_string(&p).map_err(sysfs_err(&p))?;
-    DevNum::parse(&text).ok_or_else(|| LocalityError::DevNum {
-        path: p.clone(),
-        text: text.trim().to_string(),
-    })
+    match crate::sys::blockdev::read_dev(dir) {
+        Ok(Some(d)) => Ok(d),
+        Ok(None) => Err(LocalityError::DevNum {
+            text: std::fs::read_to_string(&p)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            path: p,
+        }),
+        Err(e) => Err(sysfs_err(&p)(e)),
+    }
 }
 
 /// The canonical targets of the links in `dir`, sorted by name; empty when the
@@ -365,7 +326,7 @@ fn list_links(dir: &Path) -> Result<Vec<PathBuf>, LocalityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::fixture;
+    use crate::numa::topology::fixture;
 
     fn resolve(host: &str, table: &[(&str, (u32, u32))], path: &str) -> Option<PathDevices> {
         let lookup = MapLookup::of(table);
@@ -472,13 +433,5 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let here = StatLookup.dev_of(d.path()).unwrap();
         assert_eq!(StatLookup.dev_of(&d.path().join("not/yet")).unwrap(), here);
-    }
-
-    #[test]
-    fn devnum_parse_and_show() {
-        assert_eq!(DevNum::parse("259:3\n"), Some(DevNum::new(259, 3)));
-        assert_eq!(DevNum::parse("259"), None);
-        assert_eq!(DevNum::parse("a:1"), None);
-        assert_eq!(DevNum::new(8, 16).to_string(), "8:16");
     }
 }

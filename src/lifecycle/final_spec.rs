@@ -1,0 +1,89 @@
+//! The final spec: the bundle's spec with the plan's outcome applied, as libcontainer
+//! receives it (saved beside the record as `config.json`).
+
+use std::path::PathBuf;
+
+use oci_spec::runtime::{LinuxIdMappingBuilder, LinuxNamespaceBuilder, LinuxNamespaceType, Spec};
+
+use crate::annotations as ann;
+use crate::lifecycle::plan::{RootfsPlan, UsernsPlan};
+use crate::lifecycle::prepare::PrepareError;
+use crate::lifecycle::record::Record;
+
+/// Applies the plan's outcome to the spec libcontainer will run: the user namespace
+/// and mappings, the absolute root.path, a default cgroupsPath, rootfsPropagation in
+/// libcontainer's names, and siloc's report annotations.
+pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, PrepareError> {
+    let se = |e: oci_spec::OciSpecError| PrepareError::Spec(e.to_string());
+    if let Some(root) = spec.root_mut() {
+        root.set_path(rec.rootfs.clone());
+    }
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    // libcontainer 0.7 knows only the plain names and always applies them recursively
+    // (MS_REC), which is what the `r` forms runc also takes mean.
+    // An empty value means unset, as for runc.
+    if let Some(p) = linux.rootfs_propagation().clone() {
+        if p.is_empty() {
+            linux.set_rootfs_propagation(None);
+        } else if let Some(plain) = p.strip_prefix('r')
+            && crate::lifecycle::bundle::ROOTFS_PROPAGATION.contains(&plain)
+        {
+            linux.set_rootfs_propagation(Some(plain.to_string()));
+        }
+    }
+    if linux.cgroups_path().is_none() {
+        // runc puts a container without cgroupsPath under its own name; siloc prefixes
+        // the name so its cgroups are easy to tell apart.
+        let p = if systemd {
+            format!("system.slice:siloc:{}", rec.id)
+        } else {
+            format!("/siloc-{}", rec.id)
+        };
+        linux.set_cgroups_path(Some(PathBuf::from(p)));
+    }
+    let mut notes = Vec::new();
+    if let (UsernsPlan::Auto { .. }, Some(r)) = (&rec.plan.userns, rec.prepared.range) {
+        let mut ns = linux.namespaces().clone().unwrap_or_default();
+        ns.push(
+            LinuxNamespaceBuilder::default()
+                .typ(LinuxNamespaceType::User)
+                .build()
+                .map_err(se)?,
+        );
+        linux.set_namespaces(Some(ns));
+        let map = |host| {
+            LinuxIdMappingBuilder::default()
+                .container_id(0u32)
+                .host_id(host)
+                .size(r.size)
+                .build()
+        };
+        linux.set_uid_mappings(Some(vec![map(r.uid).map_err(se)?]));
+        linux.set_gid_mappings(Some(vec![map(r.gid).map_err(se)?]));
+        notes.push((
+            ann::OUT_USERNS_RANGE,
+            format!("uid={},gid={},size={}", r.uid, r.gid, r.size),
+        ));
+    }
+    match &rec.plan.rootfs {
+        RootfsPlan::AsIs => {}
+        RootfsPlan::IdmapBind => notes.push((ann::OUT_ROOTFS, "idmapped-bind".to_string())),
+        RootfsPlan::Overlay { .. } => {
+            if let Some(a) = &rec.prepared.assembly {
+                notes.push((ann::OUT_ROOTFS, a.clone()));
+            }
+        }
+    }
+    if let Some(p) = &rec.prepared.placement {
+        notes.extend(crate::lifecycle::placement::finalize(&mut linux, p));
+    }
+    spec.set_linux(Some(linux));
+    if !notes.is_empty() {
+        let mut a = spec.annotations().clone().unwrap_or_default();
+        for (k, v) in notes {
+            a.insert(k.to_string(), v);
+        }
+        spec.set_annotations(Some(a));
+    }
+    Ok(spec)
+}

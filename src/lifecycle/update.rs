@@ -1,0 +1,179 @@
+//! `update`: change a running container's cgroup limits. As runc: the container's
+//! current resources, the changes on top; the result is applied through libcgroups
+//! and saved as the container's spec, so the next update starts from it.
+//!
+//! siloc adds `--io-max "rbps=…,wbps=…,riops=…,wiops=…"`: throttles for the whole disks
+//! behind the container's writable layer and volumes (the devices siloc found at
+//! create), `max` lifting a limit.
+
+use std::path::{Path, PathBuf};
+
+use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt, create_cgroup_manager};
+use oci_spec::runtime::{LinuxResources, Spec};
+use serde_json::Value;
+
+use super::Runtime;
+use crate::engine;
+use crate::iopolicy;
+use crate::lifecycle::{placement, record};
+use crate::numa::locality::{self, DevNum};
+use crate::sys;
+
+/// Objects merge key by key; anything else (numbers, arrays) is replaced.
+pub fn merge(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Object(b), Value::Object(t)) => {
+            for (k, v) in t {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, t) => *b = t,
+    }
+}
+
+/// Updates container `id`: `changes` (a partial runtime-spec `LinuxResources` JSON
+/// object) merged onto its current resources, and `io_max` (siloc's `--io-max`) on its
+/// disks; applied through libcgroups and saved as the container's spec.
+///
+/// Errors: the container is unknown, `changes` is not `LinuxResources`, `--io-max`
+/// is bad or the container has no disk, libcgroups refuses, the spec cannot be saved.
+pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> anyhow::Result<()> {
+    let c = engine::load(&rt.root, id)?;
+    let spec_path: PathBuf = {
+        let p = record::dir(&rt.root, id).join("config.json");
+        if p.exists() {
+            p
+        } else {
+            c.bundle().join("config.json")
+        }
+    };
+    // One update at a time: each starts from the limits the last one saved.
+    // The same directory flock that guards the state root, here on the spec's dir.
+    let _lock = record::lock_root(spec_path.parent().unwrap_or(&rt.root))?;
+    let mut spec = Spec::load(&spec_path)?;
+    let current = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().clone())
+        .unwrap_or_default();
+    let mut merged = serde_json::to_value(&current)?;
+    merge(&mut merged, changes);
+    let mut resources: LinuxResources = serde_json::from_value(merged)?;
+    let v2 = matches!(
+        libcgroups::common::get_cgroup_setup(),
+        Ok(libcgroups::common::CgroupSetup::Unified)
+    );
+    let cgroup_dir = if v2 {
+        c.pid()
+            .and_then(|p| sys::cgroup::v2_dir_of(Path::new(sys::cgroup::ROOT), p.as_raw()))
+    } else {
+        None
+    };
+    // Limits lifted with `max`: v1 deletes a rule written as 0; v2 needs `key=max`.
+    let mut lifted = Vec::new();
+    if let Some(text) = io_max {
+        let settings =
+            iopolicy::parse_io_max(text).map_err(|e| anyhow::anyhow!("--io-max: {e}"))?;
+        let disks = container_disks(rt, id)?;
+        let mut b = resources.block_io().clone().unwrap_or_default();
+        for (key, rate) in &settings {
+            for (_, dev) in &disks {
+                iopolicy::set_limit(&mut b, *key, *dev, *rate);
+                if rate.is_none() {
+                    lifted.push((*key, *dev));
+                }
+            }
+        }
+        resources.set_block_io(Some(b));
+    }
+    // Device rules were set at create; rewriting them on a live container gains nothing.
+    let mut apply = resources.clone();
+    apply.set_devices(None);
+    if !v2 && !lifted.is_empty() {
+        let mut b = apply.block_io().clone().unwrap_or_default();
+        for (key, dev) in &lifted {
+            iopolicy::set_limit(&mut b, *key, *dev, Some(0));
+        }
+        apply.set_block_io(Some(b));
+    }
+    if let Some(dir) = &cgroup_dir {
+        crate::engine::io_weight::v2_weight_without_overflow(&mut apply, dir);
+    }
+    let manager = create_cgroup_manager(CgroupConfig {
+        cgroup_path: c.spec()?.cgroup_path,
+        systemd_cgroup: c.systemd(),
+        container_name: c.id().to_string(),
+    })?;
+    manager.apply(&ControllerOpt {
+        resources: &apply,
+        disable_oom_killer: false,
+        oom_score_adj: None,
+        freezer_state: None,
+    })?;
+    if v2 && !lifted.is_empty() {
+        let dir = cgroup_dir
+            .ok_or_else(|| anyhow::anyhow!("--io-max: cannot find the container's cgroup"))?;
+        let io_max = dir.join("io.max");
+        for (key, dev) in &lifted {
+            std::fs::write(&io_max, format!("{dev} {key}=max"))
+                .map_err(|e| anyhow::anyhow!("--io-max: write {}: {e}", io_max.display()))?;
+        }
+    }
+    if let Some(linux) = spec.linux_mut() {
+        linux.set_resources(Some(resources));
+    }
+    // Atomically: `exec` and other updates read it at any time.
+    let body = serde_json::to_vec_pretty(&spec)?;
+    sys::fs::write_atomic(&spec_path, &body)?;
+    Ok(())
+}
+
+/// The whole disks behind container `id`'s writable layer and volumes: those found
+/// at create, else looked up now.
+fn container_disks(rt: &Runtime, id: &str) -> anyhow::Result<Vec<(String, DevNum)>> {
+    let rec = record::Record::load(&rt.root, id)?
+        .ok_or_else(|| anyhow::anyhow!("--io-max: container {id} was not created by siloc"))?;
+    let disks = match &rec.prepared.placement {
+        Some(p) => p.disks(),
+        None => {
+            let src = placement::HostSources::system();
+            let r = locality::Resolver {
+                sysfs: src.sysfs,
+                lookup: src.lookup,
+            };
+            let mut paths = vec![placement::writable_path(rec.target(), &rt.config.data_root)];
+            paths.extend(rec.plan.volumes.iter().map(|v| rec.bundle.join(v)));
+            let mut disks: Vec<(String, DevNum)> = Vec::new();
+            for p in paths {
+                if let Some(d) = r.resolve(&p)?
+                    && !disks.iter().any(|(_, x)| *x == d.dev)
+                {
+                    disks.push((d.disk, d.dev));
+                }
+            }
+            disks
+        }
+    };
+    if disks.is_empty() {
+        anyhow::bail!(
+            "--io-max: container {id} has no block device behind its writable layer or volumes"
+        );
+    }
+    Ok(disks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_keeps_untouched_fields() {
+        let mut base = json!({"memory":{"limit":1,"swap":2},"pids":{"limit":5}});
+        merge(&mut base, json!({"memory":{"limit":9}}));
+        assert_eq!(
+            base,
+            json!({"memory":{"limit":9,"swap":2},"pids":{"limit":5}})
+        );
+    }
+}

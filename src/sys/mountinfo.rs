@@ -1,0 +1,141 @@
+//! `/proc/PID/mountinfo` (proc(5)), parsed by the `procfs` crate, with the octal
+//! escapes (`\040` for a space, `\011`, `\012`, `\134`) the kernel writes into paths
+//! undone, which procfs leaves in place. One reader for every caller.
+
+use std::path::{Path, PathBuf};
+
+use procfs::process::MountInfo;
+
+/// One mount as siloc needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The mount point, seen from the reading process's root (field 5), unescaped.
+    pub mount_point: PathBuf,
+    /// The filesystem type (`overlay`, `ext4`, `cgroup`).
+    pub fs_type: String,
+    /// The mount source (`siloc-<id>` for siloc's overlays; empty for `none`),
+    /// unescaped.
+    pub source: String,
+    /// Per-mount options (field 6): `rw`, `nosuid`, `idmapped`, ...
+    pub options: Vec<String>,
+}
+
+impl Mount {
+    /// Whether the per-mount options include `opt`.
+    pub fn has_option(&self, opt: &str) -> bool {
+        self.options.iter().any(|o| o == opt)
+    }
+}
+
+/// Undoes mountinfo's octal escapes.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..=i + 3].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn convert(m: MountInfo) -> Mount {
+    let mut options: Vec<String> = m
+        .mount_options
+        .into_iter()
+        .map(|(k, v)| v.map_or_else(|| k.clone(), |v| format!("{k}={v}")))
+        .collect();
+    options.sort();
+    Mount {
+        mount_point: PathBuf::from(unescape(&m.mount_point.to_string_lossy())),
+        fs_type: m.fs_type,
+        source: m.mount_source.as_deref().map(unescape).unwrap_or_default(),
+        options,
+    }
+}
+
+/// Parses mountinfo text, in table order; lines procfs cannot read are skipped.
+pub fn parse(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|l| MountInfo::from_line(l).ok())
+        .map(convert)
+        .collect()
+}
+
+/// Reads the mount table of process `pid`, or of this process for `None`.
+///
+/// Errors: reading `/proc/.../mountinfo`.
+pub fn read(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/mountinfo"),
+        None => "/proc/self/mountinfo".to_string(),
+    };
+    Ok(parse(&std::fs::read_to_string(path)?))
+}
+
+/// The topmost (last) mount whose mount point is `target`.
+pub fn top_at<'a>(mounts: &'a [Mount], target: &Path) -> Option<&'a Mount> {
+    mounts.iter().rev().find(|m| m.mount_point == target)
+}
+
+/// The mount that holds `path`: the topmost of those with the longest mount point that
+/// is `path` or one of its ancestors.
+pub fn holder<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.mount_point))
+        .fold(None, |best: Option<&Mount>, m| match best {
+            Some(b) if b.mount_point.as_os_str().len() > m.mount_point.as_os_str().len() => best,
+            _ => Some(m),
+        })
+}
+
+/// Whether `p` is a mount point in this process's mount table.
+pub fn is_mount_point(p: &Path) -> bool {
+    read(None).is_ok_and(|ms| ms.iter().any(|m| m.mount_point == p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MI: &str = "\
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+90 27 0:50 / /b\\040x rw,relatime - overlay siloc-c1 rw,lowerdir+=...
+91 90 254:0 /img /b\\040x rw,relatime,idmapped - ext4 /dev/vda rw
+92 27 0:51 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,pids
+";
+
+    #[test]
+    fn escapes_options_and_the_top_mount() {
+        let ms = parse(MI);
+        assert_eq!(ms.len(), 4);
+        let top = top_at(&ms, Path::new("/b x")).unwrap();
+        assert_eq!(top.fs_type, "ext4");
+        assert!(top.has_option("idmapped") && top.has_option("rw"));
+        assert_eq!(ms[1].source, "siloc-c1");
+        assert_eq!(ms[3].fs_type, "cgroup");
+        assert!(top_at(&ms, Path::new("/nope")).is_none());
+        assert_eq!(unescape("a\\134b\\011c"), "a\\b\tc");
+        assert_eq!(unescape("trailing\\04"), "trailing\\04");
+    }
+
+    #[test]
+    fn the_holder_is_the_deepest_mount_and_the_last_of_a_stack() {
+        let ms = parse(MI);
+        let h = holder(&ms, Path::new("/b x/etc")).unwrap();
+        assert!(h.has_option("idmapped"));
+        assert_eq!(
+            holder(&ms, Path::new("/b")).unwrap().mount_point,
+            Path::new("/")
+        );
+    }
+}

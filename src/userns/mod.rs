@@ -1,0 +1,184 @@
+//! Per-container user namespaces (DESIGN.md item 1): what the container gets
+//! ([`plan`]), the host ID ranges behind it ([`idpool`]), and the throwaway namespaces
+//! that carry a mapping for idmapped mounts ([`ns_fd`]).
+
+pub mod idpool;
+pub mod ns_fd;
+
+use std::collections::HashMap;
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use serde::{Deserialize, Serialize};
+
+use crate::annotations::{self as ann, AnnotationError, err};
+pub use idpool::Range;
+pub use ns_fd::{IdMap, userns_with_mapping};
+
+/// Default pool when /etc/subuid has no `containers` entry: 16384 ranges of 65536 IDs
+/// starting at 100000 (the first ID `useradd` leaves to sub-ID ranges).
+pub const DEFAULT_POOL_START: u32 = 100_000;
+pub const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
+
+/// `[userns]`: per-container user namespaces (DESIGN.md item 1).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsernsConfig {
+    /// `off` or `auto`; a container's `io.siloc.userns` annotation overrides it.
+    pub default: String,
+    /// IDs per container when `io.siloc.userns.size` is not given.
+    pub size: u32,
+    /// First host ID of the pool. Unset: /etc/subuid's `containers` entry, else 100000.
+    pub pool_start: Option<u32>,
+    /// Number of host IDs in the pool.
+    pub pool_size: Option<u32>,
+}
+
+impl Default for UsernsConfig {
+    fn default() -> Self {
+        UsernsConfig {
+            default: "off".into(),
+            size: 65_536,
+            pool_start: None,
+            pool_size: None,
+        }
+    }
+}
+
+impl UsernsConfig {
+    /// Checks the section; errors are (key under `[userns]`, message).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !matches!(self.default.as_str(), "off" | "auto") {
+            return Err((
+                "userns.default",
+                format!("{:?}: use \"off\" or \"auto\"", self.default),
+            ));
+        }
+        if self.size == 0 {
+            return Err(("userns.size", "must be at least 1".into()));
+        }
+        if self.pool_size == Some(0) {
+            return Err(("userns.pool_size", "must be at least 1".into()));
+        }
+        // Host IDs end below 4294967295, which is (uid_t)-1, "no ID" to the kernel.
+        if let (Some(start), Some(size)) = (self.pool_start, self.pool_size)
+            && u64::from(start) + u64::from(size) > u64::from(u32::MAX)
+        {
+            return Err((
+                "userns.pool_size",
+                format!(
+                    "pool_start {start} + pool_size {size} passes the last host ID {}",
+                    u32::MAX - 1
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Which user namespace the container gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UsernsPlan {
+    /// No user namespace (or one joined by path): IDs are the host's.
+    Host,
+    /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
+    Auto { size: u32 },
+    /// The spec brings its own mappings; siloc leaves them and idmaps layers with them.
+    FromSpec { uid: Vec<IdMap>, gid: Vec<IdMap> },
+}
+
+/// Decides the container's user namespace from the spec (runtime-spec config-linux
+/// "User namespace mappings": its own namespace wins), `io.siloc.userns` and
+/// `io.siloc.userns.size`, else the host default `cfg`.
+///
+/// Errors: [`AnnotationError`] naming the bad annotation.
+pub fn plan(
+    spec: &Spec,
+    a: &HashMap<String, String>,
+    cfg: &UsernsConfig,
+) -> Result<UsernsPlan, AnnotationError> {
+    let linux = spec.linux().as_ref();
+    let spec_ns = linux
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::User));
+    let mode = a.get(ann::USERNS).map(String::as_str);
+    if let Some(m) = mode
+        && !matches!(m, "auto" | "off")
+    {
+        return Err(err(ann::USERNS, format!("{m:?}: use \"auto\" or \"off\"")));
+    }
+    if let (Some(l), Some(ns)) = (linux, spec_ns) {
+        // runtime-spec: the spec's own user namespace wins; a path means "join".
+        if ns.path().is_some() {
+            return Ok(UsernsPlan::Host);
+        }
+        let conv = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
+            m.iter()
+                .flatten()
+                .map(|m| IdMap {
+                    container_id: m.container_id(),
+                    host_id: m.host_id(),
+                    size: m.size(),
+                })
+                .collect()
+        };
+        return Ok(UsernsPlan::FromSpec {
+            uid: conv(l.uid_mappings()),
+            gid: conv(l.gid_mappings()),
+        });
+    }
+    let mode = mode.unwrap_or(cfg.default.as_str());
+    if mode != "auto" {
+        if a.contains_key(ann::USERNS_SIZE) && mode == "off" && a.contains_key(ann::USERNS) {
+            return Err(err(
+                ann::USERNS_SIZE,
+                "given, but io.siloc.userns is \"off\"",
+            ));
+        }
+        return Ok(UsernsPlan::Host);
+    }
+    let size = match a.get(ann::USERNS_SIZE) {
+        None => cfg.size,
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(err(
+                    ann::USERNS_SIZE,
+                    format!("{s:?} is not a count of IDs >= 1"),
+                ));
+            }
+        },
+    };
+    Ok(UsernsPlan::Auto { size })
+}
+
+/// The mappings the container (and the idmapped layers) use, if any.
+pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<IdMap>, Vec<IdMap>)> {
+    match (plan_userns, range) {
+        (UsernsPlan::Auto { .. }, Some(r)) => Some((
+            vec![IdMap {
+                container_id: 0,
+                host_id: r.uid,
+                size: r.size,
+            }],
+            vec![IdMap {
+                container_id: 0,
+                host_id: r.gid,
+                size: r.size,
+            }],
+        )),
+        (UsernsPlan::FromSpec { uid, gid }, _) if !uid.is_empty() && !gid.is_empty() => {
+            Some((uid.clone(), gid.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// The host IDs that container root maps to (owner of the writable dirs).
+pub fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
+    let find = |m: &[IdMap]| {
+        m.iter()
+            .find(|m| m.container_id == 0)
+            .map_or(0, |m| m.host_id)
+    };
+    maps.as_ref().map_or((0, 0), |(u, g)| (find(u), find(g)))
+}
