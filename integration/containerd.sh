@@ -14,6 +14,7 @@
 #    gives it, CreateContainer,
 #    StartContainer, ExecSync, ContainerStatus, StopPodSandbox, RemovePodSandbox).
 #    BinaryName is a CRI setting: ctr ignores it and needs --runc-binary.
+# shellcheck source-path=SCRIPTDIR source=lib/e2e.sh
 . "$(dirname "$0")/lib/e2e.sh"
 e2e_images busybox debian
 
@@ -83,12 +84,14 @@ stop_containerd() {
 }
 e2e_at_exit stop_containerd
 # The cgroup parents the containers' cgroups were made in, if empty.
+# shellcheck disable=SC2016 # expanded when the cleanup runs (e2e_at_exit evals it)
 e2e_at_exit 'rmdir /sys/fs/cgroup/*/$NS /sys/fs/cgroup/unified/$NS /sys/fs/cgroup/*/$CRI_CG /sys/fs/cgroup/unified/$CRI_CG'
 # Before containerd stops: every task killed and deleted, every container removed
 # (CRI pods stopped and removed), and whatever siloc still holds deleted.
 cleanup_tasks() {
-  local id ns root
-  for id in $(cat "$T/pods" 2>/dev/null); do cri stopp "$id"; cri rmp "$id"; done
+  local id ns root pods=()
+  [ -e "$T/pods" ] && mapfile -t pods <"$T/pods"
+  for id in "${pods[@]}"; do cri stopp "$id"; cri rmp "$id"; done
   for ns in "$NS" k8s.io; do
     for id in $("${CTR0[@]}" -n "$ns" task ls -q 2>/dev/null); do
       "${CTR0[@]}" -n "$ns" task kill -a -s KILL "$id"
@@ -113,6 +116,7 @@ start_containerd "$T/config.toml"
 RUNC=(--runc-binary "$SILOC" --runc-root "$SROOT" --fifo-dir "$T/fifo")
 # ctr sets the window size only after the process started (a race with runc too), so
 # a shell on a ctr terminal waits for it (up to 5 s).
+# shellcheck disable=SC2016 # typed into the container's shell
 WAIT_SIZE='for i in $(seq 50); do stty size >/dev/null 2>&1 && break; sleep 0.1; done; '
 # The bundle the shim made for container ID (holds config.json and siloc's log.json).
 bundle() { echo "$STATE/io.containerd.runtime.v2.task/$NS/$1"; }
@@ -128,6 +132,7 @@ c_import() {
 
 c_run() {
   local out rc=0
+  # shellcheck disable=SC2016 # shell code for the container's shell
   out=$(ctr run --rm "${RUNC[@]}" "$BB" run1 sh -c 'echo hello from $(cat /proc/1/cmdline | tr "\0" " "); echo to-stderr >&2; exit 3' 2>&1) || rc=$?
   expect_eq "$rc" 3 "exit status of ctr run"
   expect_match "$out" '^hello from sh -c echo hello' "stdout"
@@ -138,6 +143,7 @@ c_run() {
 
 c_run_tty() {
   local out rc=0
+  # shellcheck disable=SC2016 # typed into the container's shell
   out=$(ptyrun --timeout 60 --rows 30 --cols 100 \
     --expect '# ' --send "${WAIT_SIZE}"'tty; stty size; echo answer=$((6*7))\n' \
     --expect 'answer=42' --send 'exit 4\n' \
@@ -165,6 +171,7 @@ c_exec() {
   expect_eq "$rc" 5 "exec exit status"
   expect_match "$out" '^in-exec$' "exec output"
   expect_match "$out" '^sh -c trap' "exec joins the container"
+  # shellcheck disable=SC2016 # shell code for the container's shell
   expect_eq "$(ctr task exec --exec-id e2 --fifo-dir "$T/fifo" --user 65534 --cwd /tmp bg sh -c 'echo $(id -u) $PWD')" \
     "65534 /tmp" "exec --user --cwd"
   rc=0
@@ -176,6 +183,7 @@ c_exec() {
 
 c_exec_tty() {
   local out rc=0
+  # shellcheck disable=SC2016 # typed into the container's shell
   out=$(ptyrun --timeout 60 --rows 25 --cols 90 \
     --expect '# ' --send "${WAIT_SIZE}"'tty; stty size; echo exec=$((5*5))\n' \
     --expect 'exec=25' --send 'exit 6\n' \
@@ -246,6 +254,7 @@ c_create_fails() {
 
 c_debian() {
   local out
+  # shellcheck disable=SC2016 # shell code for the container's shell
   out=$(ctr run --rm "${RUNC[@]}" "$DEB" deb1 sh -c 'apt-get --version | head -n1; dpkg -l | grep -c "^ii"; . /etc/os-release; echo $VERSION_CODENAME')
   expect_match "$out" '^apt 2\.' "apt-get --version"
   expect_match "$out" '^[0-9]{2,}$' "dpkg -l counts installed packages"
@@ -367,8 +376,9 @@ c_cri_siloc_handler() {
 }
 
 c_cri_stop_remove() {
-  local pod
-  for pod in $(cat "$T/pods"); do
+  local pod pods=()
+  [ ! -e "$T/pods" ] || mapfile -t pods <"$T/pods"
+  for pod in "${pods[@]}"; do
     cri stopp "$pod"
     cri rmp "$pod"
   done

@@ -8,6 +8,7 @@
 #
 # This host lacks CAP_SYS_RESOURCE: podman's default ulimits (nofile 1048576) fail with
 # any runtime, so every run asks for less; containers get no network.
+# shellcheck source-path=SCRIPTDIR source=lib/e2e.sh
 . "$(dirname "$0")/lib/e2e.sh"
 e2e_images busybox debian
 
@@ -88,6 +89,7 @@ c_exit_codes() {
 
 c_run_it() {
   local out rc=0
+  # shellcheck disable=SC2016 # typed into the container's shell
   out=$(ptyrun --timeout 60 --rows 33 --cols 111 \
     --expect '# ' --send 'tty; stty size; test -t 0 && echo stdin-is-a-tty; echo answer=$((6*7))\n' \
     --expect 'answer=42' --send 'exit 5\n' \
@@ -116,7 +118,8 @@ c_detached_status() {
   st=$("$SILOC" --root "$SILOC_ROOT" state "$(podman inspect --format '{{.Id}}' web)")
   expect_eq "$(jq -r '.status, .pid' <<<"$st" | tr '\n' ' ')" "running $pid " "siloc state"
   # siloc's log for create (podman passes --log-format json --log .../oci-log): empty.
-  local log="$T/run/overlay-containers/$(podman inspect --format '{{.Id}}' web)/userdata/oci-log"
+  local log
+  log="$T/run/overlay-containers/$(podman inspect --format '{{.Id}}' web)/userdata/oci-log"
   [ -e "$log" ] || { echo "no $log: podman did not pass --log"; false; }
   expect_eq "$(cat "$log")" "" "siloc's log of a good create"
   for _ in $(seq 50); do podman logs web | grep -q started && break; sleep 0.1; done
@@ -138,6 +141,7 @@ c_exec() {
 
 c_exec_it() {
   local out rc=0
+  # shellcheck disable=SC2016 # typed into the container's shell
   out=$(ptyrun --timeout 60 --rows 20 --cols 70 \
     --expect '# ' --send 'tty; stty size; echo exec=$((5*5))\n' \
     --expect 'exec=25' --send 'exit 3\n' \

@@ -5,6 +5,7 @@
 # mounts and their ro/rw, devices, masked and read-only paths, namespaces, the Debian
 # userland). umoci 0.4 cannot read zstd layers, so the Debian layout is first copied
 # to gzip layers with skopeo.
+# shellcheck source-path=SCRIPTDIR source=lib/e2e.sh
 . "$(dirname "$0")/lib/e2e.sh"
 e2e_images busybox debian
 
@@ -12,7 +13,9 @@ RUNC=$(type -P runc)
 mkdir -p "$T/siloc-root" "$T/runc-root"
 siloc() { timeout -k 5 120 "$SILOC" --root "$T/siloc-root" "$@"; }
 runc() { timeout -k 5 120 "$RUNC" --root "$T/runc-root" "$@"; }
+# shellcheck disable=SC2016 # expanded when the cleanup runs (e2e_at_exit evals it)
 e2e_at_exit 'for id in $(siloc list -q); do siloc delete --force "$id"; done'
+# shellcheck disable=SC2016 # expanded when the cleanup runs (e2e_at_exit evals it)
 e2e_at_exit 'for id in $(runc list -q); do runc delete --force "$id"; done'
 
 # new_bundle DIR ROOTFS ARGS-JSON: `siloc spec` in DIR, root.path ROOTFS, the process
@@ -74,6 +77,7 @@ c_unpack() {
 }
 
 # What a process sees of its container, one fact per line, in a stable order.
+# shellcheck disable=SC2016 # run by the container's shell (sh -c "$PROBE")
 PROBE='
 exec 2>&1 # one stream: runc relays output through pipes, siloc passes its fds on
 echo "id: $(id)"; echo "hostname: $(hostname)"; echo "cwd: $PWD umask: $(umask)"
@@ -169,6 +173,7 @@ c_terminal_bundle() {
   jq --arg r "$T/img/busybox/rootfs" '.root.path = $r | .process.args = ["sh"]' \
     "$T/tty/config.json" >"$T/tty/c" && mv "$T/tty/c" "$T/tty/config.json"
   local out rc=0
+  # shellcheck disable=SC2016 # typed into the container's shell
   out=$(ptyrun --timeout 60 --rows 40 --cols 120 \
     --expect '# ' --send 'tty; stty size; echo answer=$((6*7))\n' \
     --expect 'answer=42' --send 'exit 6\n' \

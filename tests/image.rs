@@ -15,7 +15,7 @@ use common::{Container, TestEnv};
 use serde_json::Value;
 
 /// Builds (or reuses) a hack/images image; `None` (with a SKIPPED line) when the
-/// script reports the Debian mirror unreachable (exit status 3).
+/// script skips because the Debian mirror is unreachable (exit status 77).
 fn hack_image(name: &str) -> Option<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/images");
     let out = Command::new("bash")
@@ -23,7 +23,7 @@ fn hack_image(name: &str) -> Option<PathBuf> {
         .args(["path", name])
         .output()
         .expect("run hack/images");
-    if out.status.code() == Some(3) {
+    if out.status.code() == Some(77) {
         eprintln!(
             "SKIPPED: hack/images {name}: {}",
             String::from_utf8_lossy(&out.stderr).trim()

@@ -1,17 +1,20 @@
+# shellcheck shell=bash
 # Sourced by the suites in integration/: the built siloc, hack/images' test images, a
 # private temp dir that is removed on exit (also on failure or ^C), and one
 # PASS/FAIL line per case with a closing "NAME: N passed, N failed" line.
 #
 #   . "$(dirname "$0")/lib/e2e.sh"
-#   e2e_images busybox debian          # sets SILOC_IMAGE_*/SILOC_ARCHIVE_* (skips on rc 3)
+#   e2e_images busybox debian          # sets SILOC_IMAGE_*/SILOC_ARCHIVE_* (skips on 77)
 #   e2e_at_exit 'podman rm -af -t0'    # cleanups run in reverse order, before T goes
 #   c_run() { ...set -e body...; }     # a case: any failing command fails it
 #   e2e_case "podman run prints output" c_run
-#   e2e_finish                         # summary, exit 1 if any case failed
+#   e2e_finish                         # last: summary, exit 1 if any case failed
 #
 # A case runs in a subshell with `set -e`, its output kept in a file and shown only
 # when it fails; state shared between cases lives in the clients (named containers),
 # not in shell variables. Needs root. E2E_KEEP=1 keeps the temp dir for a look.
+# A suite that cannot run here (not root, no Debian mirror) exits 77 with a last line
+# "SKIP: reason", the skip convention of every script and suite (hack/test counts it).
 set -uo pipefail
 
 E2E_NAME=$(basename "$0")
@@ -23,17 +26,18 @@ E2E_FAILED=0
 E2E_CLEANUPS=()
 E2E_LIB=$REPO/integration/lib
 
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIPPED $E2E_NAME: needs root"
-  exit 0
-fi
+# e2e_skip REASON: the whole suite is skipped (exit 77, see above).
+e2e_skip() { echo "SKIP: $E2E_NAME: $*"; exit 77; }
 
-# The siloc under test: $SILOC, else the release build (built when missing).
-SILOC=${SILOC:-$REPO/target/release/siloc}
-if [ ! -x "$SILOC" ]; then
-  echo "$E2E_NAME: building $SILOC"
-  cargo build --release --bin siloc >&2 || exit 1
+[ "$(id -u)" = 0 ] || e2e_skip "needs root"
+
+# The siloc under test: $SILOC, else the release build, built now (a no-op when up to
+# date) so that a stale target/release/siloc is never tested.
+if [ -z "${SILOC:-}" ]; then
+  cargo build --release --bin siloc >&2 || { echo "FAIL $E2E_NAME: cargo build --release"; exit 1; }
+  SILOC=$REPO/target/release/siloc
 fi
+[ -x "$SILOC" ] || { echo "FAIL $E2E_NAME: SILOC=$SILOC is not an executable"; exit 1; }
 SILOC=$(realpath "$SILOC")
 
 T=$(mktemp -d "/var/tmp/siloc-e2e-${E2E_NAME%.sh}.XXXXXX")
@@ -60,13 +64,12 @@ trap e2e_cleanup EXIT
 trap 'exit 130' INT TERM
 
 # e2e_images IMAGE...: builds (or reuses) hack/images' IMAGEs and loads images.env.
-# Without the Debian mirror (hack/images exit 3) the whole suite is skipped, loudly.
+# When hack/images skips (77: no Debian mirror) the whole suite is skipped, loudly.
 e2e_images() {
   local rc=0
   bash hack/images "$@" >"$T/images.log" 2>&1 || rc=$?
-  if [ "$rc" = 3 ]; then
-    echo "SKIPPED $E2E_NAME: hack/images: the Debian mirror cannot be reached"
-    exit 0
+  if [ "$rc" = 77 ]; then
+    e2e_skip "$(sed -n 's/^SKIP: //p' "$T/images.log" | tail -n1)"
   fi
   if [ "$rc" != 0 ]; then
     cat "$T/images.log"
@@ -96,12 +99,12 @@ e2e_case() {
   fi
 }
 
-# e2e_finish: the closing line; exits 1 when a case failed (cleanup runs on exit).
+# e2e_finish: the closing line; fails (status 1) when a case failed. The suite's last
+# command, so that its status is the suite's (cleanup runs on exit).
 e2e_finish() {
   printf '%s: ran in %ss\n' "$E2E_NAME" $((SECONDS - E2E_START))
   printf '%s: %d passed, %d failed\n' "$E2E_NAME" "$E2E_PASSED" "$E2E_FAILED"
   [ "$E2E_FAILED" = 0 ]
-  exit
 }
 
 # --- assertions (fail the case through set -e) --------------------------------------

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Helpers for the VM suite's guest-side tests (busybox sh inside hack/vm's guest).
 # The runner sets: T (this test's scratch dir, on node 0's disk), STATE (a private
 # state root) and CONF (a private host config); each test sources this file.
@@ -46,7 +47,9 @@ make_bundle() {
   mkdir -p "$b/rootfs"
   siloc spec --bundle "$b" || fail "siloc spec --bundle $b"
   # One --arg per argument: arguments may hold newlines (and jq would eat "-c").
+  # shellcheck disable=SC2016 # $a is jq's variable
   args=$(for a in "$@"; do jq -n --arg a "$a" '$a'; done | jq -sc .)
+  # shellcheck disable=SC2016 # $a is jq's variable
   edit_spec "$b" --argjson a "$args" '.process.terminal=false | .process.args=$a | .root.readonly=false'
 }
 
@@ -58,6 +61,7 @@ edit_spec() {
 }
 
 # annotate BUNDLE KEY VALUE
+# shellcheck disable=SC2016 # $k and $v are jq's variables
 annotate() { edit_spec "$1" --arg k "$2" --arg v "$3" '.annotations[$k]=$v'; }
 
 # state_field ID JQ-FILTER
@@ -97,18 +101,23 @@ mounts_under() { awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /
 # exit, also when the test fails.
 cleanup() {
   for id in $(s list -q 2>/dev/null); do s delete --force "$id" >/dev/null 2>&1; done
-  for id in $(ls "$STATE/.siloc/containers" 2>/dev/null); do s delete --force "$id" >/dev/null 2>&1; done
+  for d in "$STATE"/.siloc/containers/*; do
+    [ -e "$d" ] && s delete --force "${d##*/}" >/dev/null 2>&1
+  done
   for m in $(mounts_under "$T" | sort -r); do umount -l "$m" 2>/dev/null; done
 }
 trap cleanup EXIT
 
 # leftovers: what siloc left behind in this test's state root, data root and mounts.
 leftovers() {
-  ls -A "$STATE" 2>/dev/null | grep -v '^\.siloc$' | sed 's/^/state root entry /'
-  ls -A "$STATE/.siloc/containers" 2>/dev/null | sed 's/^/record /'
-  ls -A "${DATA_ROOT:-$T/data}/containers" 2>/dev/null | sed 's/^/data dir /'
+  entries "$STATE" | grep -vx '\.siloc' | sed 's/^/state root entry /'
+  entries "$STATE/.siloc/containers" | sed 's/^/record /'
+  entries "${DATA_ROOT:-$T/data}/containers" | sed 's/^/data dir /'
   mounts_under "$T" | sed 's/^/mount /'
 }
+
+# entries DIR: the names in DIR (dot files too), one a line; nothing when DIR is missing.
+entries() { find "$1" -mindepth 1 -maxdepth 1 2>/dev/null | sed 's|.*/||'; }
 
 # feature_refuses KEY VALUE: whether siloc knows annotation KEY, judged by `create`
 # refusing the bad VALUE with an error that names KEY (an unknown io.siloc.*
@@ -133,11 +142,12 @@ feature_refuses() {
 # container ID (siloc exec) and prints the elapsed centiseconds, measured inside.
 timed_dd() {
   id=$1 mib=$2; shift 2
-  out=$(s exec "$id" sh -c 'a=$(cut -d" " -f1 /proc/uptime)
+  # shellcheck disable=SC2016 # shell code for the container's shell
+  dd_out=$(s exec "$id" sh -c 'a=$(cut -d" " -f1 /proc/uptime)
     dd if=/dev/zero of=/dd.out bs=1M count='"$mib"' "$@" 2>/dev/null || exit 9
     b=$(cut -d" " -f1 /proc/uptime)
-    echo "$a $b"' sh "$@") || fail "dd in $id failed: $out"
-  echo "$out" | awk '{ printf "%d\n", ($2 - $1) * 100 }'
+    echo "$a $b"' sh "$@") || fail "dd in $id failed: $dd_out"
+  echo "$dd_out" | awk '{ printf "%d\n", ($2 - $1) * 100 }'
 }
 
 # rate MIB CS: bytes per second of MIB MiB in CS centiseconds.

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The runc lifecycle on pure cgroup v2 (kernel 6.1): spec, create, start, state, exec,
 # pause/resume (cgroup.freeze), update (memory.max, pids.max), kill, delete, run; the
 # container's cgroup appears in the v2 tree and goes away with it.
@@ -14,7 +15,7 @@ pid=$(state_field $id .pid)
 [ "$(state_field $id .bundle)" = "$T/b" ] || fail "state bundle: $(s state $id)"
 cg=$(cgroup_dir "$pid")
 note "cgroup $cg"
-[ "$cg" != /sys/fs/cgroup/ ] && [ -f "$cg/cgroup.procs" ] || fail "container cgroup $cg missing"
+{ [ "$cg" != /sys/fs/cgroup/ ] && [ -f "$cg/cgroup.procs" ]; } || fail "container cgroup $cg missing"
 grep -qx "$pid" "$cg/cgroup.procs" || fail "$pid not in $cg/cgroup.procs"
 [ "$(cat "$cg/memory.max")" = 134217728 ] || fail "memory.max: $(cat "$cg/memory.max")"
 [ "$(cat "$cg/pids.max")" = 100 ] || fail "pids.max: $(cat "$cg/pids.max")"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # OCI blockIO throttles on pure cgroup v2 (no siloc annotation): the spec's
 # throttleWriteBpsDevice for node 0's disk becomes the container's io.max line, and
 # buffered writes are held to it both when the container fsyncs them and when the
@@ -26,6 +27,7 @@ free_rate=$(rate $MIB "$cs")
 note "unthrottled: $MIB MiB with fsync in ${cs}0 ms = $free_rate B/s"
 [ "$free_rate" -gt $((LIMIT * 2)) ] || fail "the disk is too slow here to test a $LIMIT B/s limit ($free_rate B/s)"
 
+# shellcheck disable=SC2016 # $maj, $min and $l are jq's variables
 start_box slow '.linux.resources.blockIO.throttleWriteBpsDevice = [{major: $maj, minor: $min, rate: $l}]'
 cg=$(cgroup_dir "$(state_field slow .pid)")
 line=$(grep "^$majmin " "$cg/io.max") || fail "no io.max line for $majmin in $cg: $(cat "$cg/io.max")"

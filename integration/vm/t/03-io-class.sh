@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # siloc's I/O classes on pure cgroup v2: `io.siloc.io.class=slow` with the host
 # config's [io.class.slow] wbps puts an io.max line for the disk under the container's
 # writable layer (node 0's disk here) in its cgroup, and a buffered dd in the

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # NUMA-local placement on a two-node guest: `io.siloc.numa=auto` for a container
 # whose writable layer (data_root and layer) is on node N's disk gets node N's CPUs
 # and memory: cpuset.cpus.effective / cpuset.mems.effective of its cgroup, and the
@@ -7,12 +8,17 @@ feature_refuses io.siloc.numa no-such-mode ||
   fail "siloc accepted io.siloc.numa=no-such-mode: the annotation is ignored"
 
 for n in 0 1; do
-  eval disk=\$VM_NODE$n dev=\$VM_DEV_NODE$n
+  case $n in
+    0) disk=$VM_NODE0 dev=$VM_DEV_NODE0 ;;
+    *) disk=$VM_NODE1 dev=$VM_DEV_NODE1 ;;
+  esac
   dev=${dev#/dev/}
   # Where hack/vm put the disk; siloc must find the same (the PCI parent's numa_node).
   [ "$(cat "/sys/block/$dev/device/../numa_node")" = "$n" ] || fail "disk $dev is not on node $n"
   want_cpus=$(cpulist_expand "$(cat /sys/devices/system/node/node$n/cpulist)")
+  # shellcheck disable=SC2034 # read by lib.sh (write_config, leftovers)
   DATA_ROOT=$disk/siloc-numa-data
+  # shellcheck disable=SC2034 # read by lib.sh (s, write_config)
   CONF=$T/siloc-node$n.toml
   write_config
   layer=$disk/numa-layer

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # A 50-layer rootfs under a per-container user namespace on kernel 6.1: overlayfs there
 # has no "lowerdir+", so siloc takes its fallback (mount(2) with /proc/self/fd/N paths
 # into the detached, idmapped tree). Still one mount attached; image files owned by
@@ -34,6 +35,7 @@ start_layered() {  # start_layered ID: a container over the 50 layers
 # check_view ID UID: the container's view of the 50 layers, and its write.
 check_view() {
   note "$1 inside: $(cat "$T/$1.out" "$T/$1.err" | tr '\n' ' ')"
+  # shellcheck disable=SC2046 # the output's words become $3.. on purpose
   set -- "$1" "$2" $(cat "$T/$1.out")
   [ "$3" = 0 ] || fail "$1: id -u inside: $3"
   [ "$4 $5 $6" = "0 $2 65536" ] || fail "$1: uid_map inside: $4 $5 $6"
@@ -56,7 +58,7 @@ start_layered c1
 asm=$(state_field c1 '.annotations["io.siloc.rootfs.assembly"]')
 [ "$asm" = "overlay layers=50 trees=1 idmapped=yes attached=1 via=mount(2)" ] || fail "assembly annotation: $asm"
 uid=$(range_uid c1)
-[ -n "$uid" ] && [ "$uid" -gt 0 ] || fail "userns range annotation: $(s state c1)"
+{ [ -n "$uid" ] && [ "$uid" -gt 0 ]; } || fail "userns range annotation: $(s state c1)"
 
 # Nothing on the host's mount table: siloc attaches the rootfs in the namespace the
 # container is created from. In the container's table "/" is the fallback's overlay:

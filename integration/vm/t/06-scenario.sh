@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # `siloc scenario run FILE` end to end on pure cgroup v2 with the tiny scenario
 # (tiny-scenario.toml): fio victims and dd neighbours in siloc containers on node 0's
 # disk. Passes when the run succeeds, reports siloc's rows and leaves no container

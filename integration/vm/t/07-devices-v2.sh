@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The device cgroup on pure cgroup v2 is an eBPF program (libcontainer's
 # cgroupsv2_devices feature): a container that may mknod still cannot open a host
 # disk whose node it made, while the spec's default devices keep working.
