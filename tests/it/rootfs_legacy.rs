@@ -3,7 +3,7 @@
 //! overlay built in a helper's private mount namespace, one mount attached. The VM
 //! suite (integration/vm.sh) runs the same path for real on Linux 6.1.
 
-mod common;
+use crate::common;
 
 use common::{Bundle, Container, TestEnv, make_busybox_rootfs, mounts_under};
 

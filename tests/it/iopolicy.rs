@@ -4,7 +4,7 @@
 //! --io-max` changes a running container, and bad policies fail cleanly. Parsing and
 //! merging are unit-tested in src/iopolicy. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! files), every report format, `report DIR`, Ctrl-C then `--resume`, and bad
 //! scenario files. Container tests need root and skip loudly without it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -3,7 +3,7 @@
 //! one-node host does with `auto`, and that `node:N` reaches the cgroup's cpuset.
 //! Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! layer (tests/common/oci.rs). Needs root; the Debian test also needs the Debian
 //! mirror once (hack/images caches the debootstrap tree) and skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

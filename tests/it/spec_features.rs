@@ -3,7 +3,7 @@
 //! capabilities, rlimits, seccomp, sysctl, cgroup limits, a user namespace from the
 //! spec, hostname and env. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

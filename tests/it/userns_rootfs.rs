@@ -1,7 +1,7 @@
 //! Per-container user namespaces and the one-mount layered rootfs (DESIGN.md items 1
 //! and 2) with real containers. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! reaches the binary, so the test can fail. Both runs use a copy of siloc.
 //! Needs root and gcc with a static libc; skips loudly without them.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! Hundreds of fast-exiting containers and execs, with and without a terminal, each
 //! with a deadline. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

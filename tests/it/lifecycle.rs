@@ -1,7 +1,7 @@
 //! The runc lifecycle with real containers: create, start, state, exec, kill, pause,
 //! resume, delete, run. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use common::{Container, TestEnv};
 

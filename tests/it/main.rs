@@ -1,0 +1,25 @@
+//! siloc's integration tests: one test binary, so that `common` and the siloc library
+//! are compiled and linked once, not once per file. One module per concept; run one
+//! with a name filter, e.g. `cargo test --release --test it -- lifecycle::`.
+//!
+//! The tests share one process (two test threads under `hack/test`): none changes the
+//! process' environment, working directory or signal handlers; each works in its own
+//! `TestEnv` (private state root, data root and config, IDs unique per env) and
+//! cleans up in guards that run on failure too. The scenario tests serialise among
+//! themselves (they share the disk and drop the page cache).
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod image;
+mod iopolicy;
+mod lifecycle;
+mod numa;
+mod rootfs_legacy;
+mod scenario;
+mod security;
+mod spec_features;
+mod stress;
+mod userns_rootfs;
