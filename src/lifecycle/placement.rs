@@ -101,7 +101,7 @@ pub fn writable_path(rec: Target<'_>, data_root: &Path) -> PathBuf {
         RootfsPlan::Overlay {
             upper: UpperPlan::Ephemeral,
             ..
-        } => data_root.join("containers").join(&rec.id).join("upper"),
+        } => data_root.join("containers").join(rec.id).join("upper"),
         _ => rec.rootfs.to_path_buf(),
     }
 }

@@ -94,6 +94,7 @@ impl RuntimeKind {
 /// fio's `rw` values the runner accepts (fio(1) "rw").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[allow(clippy::enum_variant_names)] // fio's own names: `rw` is one of them
 pub enum Rw {
     Read,
     Write,
