@@ -6,6 +6,7 @@ pub mod cwd;
 pub mod io_weight;
 pub mod mount_fixups;
 pub mod procname;
+pub mod stopped_delete;
 
 use std::path::{Path, PathBuf};
 
