@@ -102,15 +102,18 @@ impl Watchdog {
             loop {
                 std::thread::sleep(Duration::from_millis(200));
                 let now = Instant::now();
-                let map = me.deadlines.lock().unwrap_or_else(|e| e.into_inner());
-                for (&pid, &d) in map.iter() {
-                    if now > d {
-                        eprintln!("  hung: pid {pid}; killing it");
-                        me.hung.fetch_add(1, Ordering::Relaxed);
-                        // SAFETY: plain kill(2) of a pid not yet reaped (see above).
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                let mut map = me.deadlines.lock().unwrap_or_else(|e| e.into_inner());
+                // Each hung pid is counted and killed once, then forgotten.
+                map.retain(|&pid, d| {
+                    if now <= *d {
+                        return true;
                     }
-                }
+                    eprintln!("  hung: pid {pid}; killing it");
+                    me.hung.fetch_add(1, Ordering::Relaxed);
+                    // SAFETY: plain kill(2) of a pid not yet reaped (see above).
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    false
+                });
             }
         });
     }
