@@ -13,7 +13,7 @@
 //! Then the whole siloc runtime: N `siloc create` of L-layer bundles with
 //! `io.siloc.userns=auto`, run concurrently, then `siloc delete`, for each L, repeated
 //! in rounds of alternating L order, with the ratio of the median rounds' times for the
-//! largest and smallest L (target ≤ 1.1) and the mount-table changes one create+delete
+//! largest and smallest L (target ≤ 1.05) and the mount-table changes one create+delete
 //! makes (strace of the siloc process, children excluded: the container's own mounts
 //! happen in its mount namespace). siloc attaches the rootfs in the private mount
 //! namespace `create` runs in, so the host's table (the peak column) does not grow.
@@ -623,7 +623,7 @@ fn main() {
         && let (Some(a), Some(b)) = (total("siloc runtime", lo), total("siloc runtime", hi))
     {
         println!(
-            "siloc runtime create+delete of {} containers (median of {} rounds): L={hi} {b:.3} s, L={lo} {a:.3} s, ratio {:.2} (target <= 1.1)",
+            "siloc runtime create+delete of {} containers (median of {} rounds): L={hi} {b:.3} s, L={lo} {a:.3} s, ratio {:.2} (target <= 1.05)",
             args.n,
             args.rounds.max(1),
             b / a

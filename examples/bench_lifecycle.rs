@@ -1,38 +1,67 @@
-//! `hack/bench-lifecycle`: create, start, wait and delete of a `true` container, many
-//! times, for siloc and its peers (runc, crun, youki when installed) in one run.
+//! `hack/bench-lifecycle`: the lifecycle of a `true` container, many times, for siloc
+//! and its peers (runc, crun, youki when installed) in one run. Modes (`--modes`):
 //!
-//! The benchmark acts as containerd's shim does: it is the child subreaper, so the
-//! container's init is re-parented to it and it waits for the exit directly instead
-//! of polling `state`. Runtimes take turns within each round so that load on the
-//! machine spreads over all of them. Prints per-phase medians and siloc's ratio to
-//! each peer (median of the whole lifecycle).
+//! - `lifecycle`: create, start, wait, delete, timed per phase. The benchmark acts as
+//!   containerd's shim does: it is the child subreaper, so the container's init is
+//!   re-parented to it and it waits for the exit directly instead of polling `state`;
+//! - `run`: foreground `run` of `true` (the runtime waits for the exit and deletes);
+//! - `parallel`: `--runs` foreground runs, `--jobs` at a time, timed as one batch.
+//!
+//! Runtimes take turns within each round so that load on the machine spreads over all
+//! of them. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
+//! the runtime process and the children it reaped (what `/usr/bin/time -v` reports).
+//! A command that takes longer than `--timeout` counts as hung and is killed. Prints
+//! per-mode medians and siloc's ratio to each peer.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 
 #[derive(Parser, Debug)]
 struct Args {
-    /// Lifecycles per runtime
-    #[arg(long, default_value_t = 200)]
+    /// Rounds: lifecycles (and foreground runs) per runtime, batches for `parallel`
+    #[arg(long, default_value_t = 100)]
     n: usize,
+    /// What to measure: lifecycle, run, parallel
+    #[arg(long, value_delimiter = ',', default_value = "lifecycle,run,parallel")]
+    modes: Vec<String>,
+    /// Foreground runs per batch in `parallel`
+    #[arg(long, default_value_t = 100)]
+    runs: usize,
+    /// Runs at a time in `parallel`
+    #[arg(long, default_value_t = 8)]
+    jobs: usize,
+    /// Batches of `parallel` per runtime (default: n/20, at least 3)
+    #[arg(long)]
+    batches: Option<usize>,
+    /// A command running longer than this (seconds) counts as hung and is killed
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
     /// The siloc binary
     #[arg(long, default_value = "target/release/siloc")]
     siloc: PathBuf,
     /// Peers to compare with, when installed
     #[arg(long, value_delimiter = ',', default_value = "runc,crun,youki")]
     peers: Vec<String>,
+    /// Parent of the work directory (bundle and state roots)
+    #[arg(long, default_value = "/var/tmp")]
+    workdir: PathBuf,
 }
 
-/// Per-phase durations of one lifecycle.
+/// Per-phase durations and peak RSS of one lifecycle.
 #[derive(Default, Clone, Copy)]
 struct Sample {
     create: Duration,
     start: Duration,
     wait: Duration,
     delete: Duration,
+    /// Largest ru_maxrss of the four commands, KiB.
+    rss_kib: i64,
 }
 
 impl Sample {
@@ -41,7 +70,7 @@ impl Sample {
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
@@ -58,6 +87,38 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Kills commands that run past their deadline. Pids are registered before the wait
+/// and removed after a non-reaping wait, so a recycled pid is never signalled.
+#[derive(Default)]
+struct Watchdog {
+    deadlines: Mutex<HashMap<i32, Instant>>,
+    hung: AtomicUsize,
+}
+
+impl Watchdog {
+    fn start(self: &Arc<Self>) {
+        let me = Arc::clone(self);
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_millis(200));
+                let now = Instant::now();
+                let mut map = me.deadlines.lock().unwrap_or_else(|e| e.into_inner());
+                // Each hung pid is counted and killed once, then forgotten.
+                map.retain(|&pid, d| {
+                    if now <= *d {
+                        return true;
+                    }
+                    eprintln!("  hung: pid {pid}; killing it");
+                    me.hung.fetch_add(1, Ordering::Relaxed);
+                    // SAFETY: plain kill(2) of a pid not yet reaped (see above).
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    false
+                });
+            }
+        });
+    }
+}
+
 struct Runtime {
     name: String,
     bin: PathBuf,
@@ -65,23 +126,62 @@ struct Runtime {
 }
 
 impl Runtime {
-    fn run(&self, args: &[&str]) -> bool {
-        Command::new(&self.bin)
+    /// Runs one command; returns whether it succeeded and its ru_maxrss (KiB).
+    fn cmd(&self, args: &[&str], dog: &Watchdog, timeout: Duration) -> (bool, i64) {
+        let child = Command::new(&self.bin)
             .arg("--root")
             .arg(&self.root)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+            .spawn();
+        let Ok(child) = child else {
+            return (false, 0);
+        };
+        let pid = child.id() as i32;
+        dog.deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid, Instant::now() + timeout);
+        // SAFETY: waitid/wait4 on our own child with valid out-pointers; the Child is
+        // then forgotten, std never waits for it again.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            while libc::waitid(
+                libc::P_PID,
+                pid as u32,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            ) != 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+        }
+        dog.deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
+        let mut status = 0;
+        // SAFETY: as above.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        drop(child);
+        let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        (ok, ru.ru_maxrss)
     }
 
-    fn lifecycle(&self, bundle: &Path, id: &str, pid_file: &Path) -> Option<Sample> {
-        let b = bundle.to_str()?;
+    fn lifecycle(&self, bundle: &Path, id: &str, pid_file: &Path, b: &Bench) -> Option<Sample> {
+        let bs = bundle.to_str()?;
         let p = pid_file.to_str()?;
         let t0 = Instant::now();
-        if !self.run(&["create", "--bundle", b, "--pid-file", p, id]) {
+        let (ok, rss_c) = self.cmd(
+            &["create", "--bundle", bs, "--pid-file", p, id],
+            &b.dog,
+            b.timeout,
+        );
+        if !ok {
+            let _ = self.cmd(&["delete", "--force", id], &b.dog, b.timeout);
             return None;
         }
         let t1 = Instant::now();
@@ -90,15 +190,16 @@ impl Runtime {
             .trim()
             .parse()
             .ok()?;
-        if !self.run(&["start", id]) {
-            let _ = self.run(&["delete", "--force", id]);
+        let (ok, rss_s) = self.cmd(&["start", id], &b.dog, b.timeout);
+        if !ok {
+            let _ = self.cmd(&["delete", "--force", id], &b.dog, b.timeout);
             return None;
         }
         let t2 = Instant::now();
         // As subreaper we are the init's parent by now.
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
         let t3 = Instant::now();
-        let ok = self.run(&["delete", id]);
+        let (ok, rss_d) = self.cmd(&["delete", id], &b.dog, b.timeout);
         let t4 = Instant::now();
         let _ = std::fs::remove_file(pid_file);
         ok.then_some(Sample {
@@ -106,8 +207,62 @@ impl Runtime {
             start: t2 - t1,
             wait: t3 - t2,
             delete: t4 - t3,
+            rss_kib: rss_c.max(rss_s).max(rss_d),
         })
     }
+
+    /// A foreground `run`; returns its time and ru_maxrss.
+    fn run_fg(&self, bundle: &Path, id: &str, b: &Bench) -> Option<(Duration, i64)> {
+        let t0 = Instant::now();
+        let (ok, rss) = self.cmd(
+            &["run", "--bundle", bundle.to_str()?, id],
+            &b.dog,
+            b.timeout,
+        );
+        let d = t0.elapsed();
+        if !ok {
+            let _ = self.cmd(&["delete", "--force", id], &b.dog, b.timeout);
+            return None;
+        }
+        Some((d, rss))
+    }
+
+    /// `runs` foreground runs, `jobs` at a time; returns the batch's wall time and
+    /// the number of failed runs.
+    fn batch(
+        &self,
+        bundle: &Path,
+        tag: &str,
+        runs: usize,
+        jobs: usize,
+        b: &Bench,
+    ) -> (Duration, usize) {
+        let next = AtomicUsize::new(0);
+        let failed = AtomicUsize::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..jobs.max(1) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= runs {
+                            break;
+                        }
+                        if self.run_fg(bundle, &format!("{tag}-{i}"), b).is_none() {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        (t0.elapsed(), failed.into_inner())
+    }
+}
+
+/// What every measurement shares.
+struct Bench {
+    dog: Arc<Watchdog>,
+    timeout: Duration,
 }
 
 fn make_bundle(dir: &Path, siloc: &Path) {
@@ -131,17 +286,198 @@ fn make_bundle(dir: &Path, siloc: &Path) {
     std::fs::write(&p, serde_json::to_vec_pretty(&spec).expect("json")).expect("write");
 }
 
+fn mib(kib: i64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn ratios(what: &str, names: &[&str], v: &[f64], unit: &str) {
+    for k in 1..names.len() {
+        println!(
+            "{what}: siloc {:.2} {unit}, {} {:.2} {unit}, ratio {:.2}",
+            v[0],
+            names[k],
+            v[k],
+            v[0] / v[k].max(f64::MIN_POSITIVE)
+        );
+    }
+}
+
+fn set_subreaper(on: bool) {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
+}
+
+fn bench_lifecycle(args: &Args, rts: &[Runtime], bundle: &Path, work: &Path, b: &Bench) {
+    set_subreaper(true);
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); rts.len()];
+    let mut failures = vec![0usize; rts.len()];
+    let pid_file = work.join("pid");
+    // Warm the page cache and each runtime's first-use paths.
+    for r in rts {
+        let _ = r.lifecycle(bundle, &format!("warm-{}", r.name), &pid_file, b);
+    }
+    let t0 = Instant::now();
+    for i in 0..args.n {
+        for (k, r) in rts.iter().enumerate() {
+            match r.lifecycle(bundle, &format!("bench-{}-{i}", r.name), &pid_file, b) {
+                Some(s) => samples[k].push(s),
+                None => failures[k] += 1,
+            }
+        }
+        if (i + 1) % 20 == 0 {
+            eprintln!(
+                "  lifecycle {}/{} rounds, {:.0?}",
+                i + 1,
+                args.n,
+                t0.elapsed()
+            );
+        }
+    }
+    set_subreaper(false);
+    println!(
+        "\nlifecycle (create+start+wait+delete of `true`, n={})\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        args.n,
+        "runtime",
+        "create ms",
+        "start ms",
+        "wait ms",
+        "delete ms",
+        "total ms",
+        "RSS MiB",
+        "failed"
+    );
+    let mut totals = Vec::new();
+    let mut rss = Vec::new();
+    for (k, r) in rts.iter().enumerate() {
+        let s = &samples[k];
+        let m = |f: fn(&Sample) -> Duration| ms(median(s.iter().map(f).collect()));
+        totals.push(m(|x| x.total()));
+        rss.push(mib(median(s.iter().map(|x| x.rss_kib).collect())));
+        println!(
+            "{:<8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8}",
+            r.name,
+            m(|x| x.create),
+            m(|x| x.start),
+            m(|x| x.wait),
+            m(|x| x.delete),
+            totals[k],
+            rss[k],
+            failures[k]
+        );
+    }
+    let names: Vec<&str> = rts.iter().map(|r| r.name.as_str()).collect();
+    ratios("lifecycle median", &names, &totals, "ms");
+    ratios("lifecycle peak RSS median", &names, &rss, "MiB");
+}
+
+fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
+    let mut rss: Vec<Vec<i64>> = vec![Vec::new(); rts.len()];
+    let mut failures = vec![0usize; rts.len()];
+    for r in rts {
+        let _ = r.run_fg(bundle, &format!("warm-run-{}", r.name), b);
+    }
+    let t0 = Instant::now();
+    for i in 0..args.n {
+        for (k, r) in rts.iter().enumerate() {
+            match r.run_fg(bundle, &format!("run-{}-{i}", r.name), b) {
+                Some((d, m)) => {
+                    times[k].push(d);
+                    rss[k].push(m);
+                }
+                None => failures[k] += 1,
+            }
+        }
+        if (i + 1) % 20 == 0 {
+            eprintln!("  run {}/{} rounds, {:.0?}", i + 1, args.n, t0.elapsed());
+        }
+    }
+    println!(
+        "\nforeground run of `true` (n={})\n{:<8} {:>10} {:>10} {:>10} {:>8}",
+        args.n, "runtime", "median ms", "p90 ms", "RSS MiB", "failed"
+    );
+    let mut med = Vec::new();
+    let mut mrss = Vec::new();
+    for (k, r) in rts.iter().enumerate() {
+        let mut t = times[k].clone();
+        t.sort();
+        let p90 = t.get(t.len() * 9 / 10).copied().unwrap_or_default();
+        med.push(ms(median(t)));
+        mrss.push(mib(median(rss[k].clone())));
+        println!(
+            "{:<8} {:>10.2} {:>10.2} {:>10.1} {:>8}",
+            r.name,
+            med[k],
+            ms(p90),
+            mrss[k],
+            failures[k]
+        );
+    }
+    let names: Vec<&str> = rts.iter().map(|r| r.name.as_str()).collect();
+    ratios("run median", &names, &med, "ms");
+    ratios("run peak RSS median", &names, &mrss, "MiB");
+}
+
+fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
+    let batches = args.batches.unwrap_or((args.n / 20).max(3));
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
+    let mut failures = vec![0usize; rts.len()];
+    for i in 0..batches {
+        for (k, r) in rts.iter().enumerate() {
+            let (d, f) = r.batch(
+                bundle,
+                &format!("par-{}-{i}", r.name),
+                args.runs,
+                args.jobs,
+                b,
+            );
+            times[k].push(d);
+            failures[k] += f;
+        }
+        eprintln!("  parallel {}/{batches} batches", i + 1);
+    }
+    println!(
+        "\n{} foreground runs, {} at a time ({batches} batches)\n{:<8} {:>10} {:>10} {:>10} {:>8}",
+        args.runs, args.jobs, "runtime", "median ms", "min ms", "max ms", "failed"
+    );
+    let mut med = Vec::new();
+    for (k, r) in rts.iter().enumerate() {
+        let t = &times[k];
+        med.push(ms(median(t.clone())));
+        println!(
+            "{:<8} {:>10.1} {:>10.1} {:>10.1} {:>8}",
+            r.name,
+            med[k],
+            ms(t.iter().min().copied().unwrap_or_default()),
+            ms(t.iter().max().copied().unwrap_or_default()),
+            failures[k]
+        );
+    }
+    let names: Vec<&str> = rts.iter().map(|r| r.name.as_str()).collect();
+    ratios(
+        &format!("{} runs {} at a time, median batch", args.runs, args.jobs),
+        &names,
+        &med,
+        "ms",
+    );
+}
+
 fn main() {
     let args = Args::parse();
     if !nix::unistd::geteuid().is_root() {
         eprintln!("bench-lifecycle: needs root");
         std::process::exit(1);
     }
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    for m in &args.modes {
+        if !matches!(m.as_str(), "lifecycle" | "run" | "parallel") {
+            eprintln!("bench-lifecycle: unknown mode {m:?} (lifecycle, run, parallel)");
+            std::process::exit(2);
+        }
+    }
+    std::fs::create_dir_all(&args.workdir).expect("work dir parent");
     let work = tempfile::Builder::new()
         .prefix("siloc-bench-lifecycle-")
-        .tempdir_in("/var/tmp")
+        .tempdir_in(&args.workdir)
         .expect("work dir");
     let bundle = work.path().join("bundle");
     make_bundle(&bundle, &args.siloc);
@@ -161,55 +497,21 @@ fn main() {
             None => println!("note: {peer} is not installed; skipped"),
         }
     }
-    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); runtimes.len()];
-    let mut failures = vec![0usize; runtimes.len()];
-    let pid_file = work.path().join("pid");
-    // Warm the page cache and each runtime's first-use paths.
-    for r in &runtimes {
-        let _ = r.lifecycle(&bundle, &format!("warm-{}", r.name), &pid_file);
-    }
-    let t0 = Instant::now();
-    for i in 0..args.n {
-        for (k, r) in runtimes.iter().enumerate() {
-            match r.lifecycle(&bundle, &format!("bench-{}-{i}", r.name), &pid_file) {
-                Some(s) => samples[k].push(s),
-                None => failures[k] += 1,
-            }
-        }
-        if (i + 1) % 20 == 0 {
-            eprintln!("  {}/{} rounds, {:.0?}", i + 1, args.n, t0.elapsed());
+    let b = Bench {
+        dog: Arc::new(Watchdog::default()),
+        timeout: Duration::from_secs(args.timeout),
+    };
+    b.dog.start();
+    for m in &args.modes {
+        match m.as_str() {
+            "lifecycle" => bench_lifecycle(&args, &runtimes, &bundle, work.path(), &b),
+            "run" => bench_run(&args, &runtimes, &bundle, &b),
+            _ => bench_parallel(&args, &runtimes, &bundle, &b),
         }
     }
     println!(
-        "\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "runtime", "create ms", "start ms", "wait ms", "delete ms", "total ms", "failed"
+        "\nhung commands (killed after {} s): {}",
+        args.timeout,
+        b.dog.hung.load(Ordering::Relaxed)
     );
-    let totals: Vec<Duration> = samples
-        .iter()
-        .map(|s| median(s.iter().map(Sample::total).collect()))
-        .collect();
-    for (k, r) in runtimes.iter().enumerate() {
-        let s = &samples[k];
-        let m = |f: fn(&Sample) -> Duration| ms(median(s.iter().map(f).collect()));
-        println!(
-            "{:<8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8}",
-            r.name,
-            m(|x| x.create),
-            m(|x| x.start),
-            m(|x| x.wait),
-            m(|x| x.delete),
-            ms(totals[k]),
-            failures[k]
-        );
-    }
-    println!();
-    for (k, r) in runtimes.iter().enumerate().skip(1) {
-        println!(
-            "lifecycle median (create+start+wait+delete of `true`): siloc {:.2} ms, {} {:.2} ms, ratio {:.2}",
-            ms(totals[0]),
-            r.name,
-            ms(totals[k]),
-            ms(totals[0]) / ms(totals[k]).max(f64::MIN_POSITIVE)
-        );
-    }
 }

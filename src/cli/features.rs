@@ -42,9 +42,33 @@ pub fn document() -> serde_json::Value {
             "io.siloc.rootfs.upper": "persistent writable directory",
             "io.siloc.numa": "auto|node:N|off",
             "io.siloc.io": "class, max, weight",
-            "org.opencontainers.runc.checkpoint.enabled": "false"
+            "org.opencontainers.runc.checkpoint.enabled": "false",
+            "io.siloc.host.cgroup.favordynmods": favordynmods(
+                &std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
+            )
         }
     })
+}
+
+/// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
+/// cgroup v2 and v1; kernel Documentation/admin-guide/cgroup-v2.rst): "on", else
+/// "off: ..." with the remedy. Without it the first cgroup.procs write of every
+/// create waits for an RCU grace period (the per-CPU cgroup_threadgroup_rwsem's
+/// writer side, shared by all hierarchies), in every runtime.
+pub fn favordynmods(mountinfo: &str) -> String {
+    let on = mountinfo.lines().any(|l| {
+        l.split_once(" - ").is_some_and(|(_, tail)| {
+            let mut f = tail.split(' ');
+            matches!(f.next(), Some("cgroup" | "cgroup2"))
+                && f.nth(1)
+                    .is_some_and(|o| o.split(',').any(|x| x == "favordynmods"))
+        })
+    });
+    if on {
+        "on".into()
+    } else {
+        "off: cgroup moves wait for an RCU grace period; see README \"Host configuration\"".into()
+    }
 }
 
 /// `siloc features`.
@@ -54,6 +78,17 @@ pub fn features() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn favordynmods_read_from_cgroup_super_options() {
+        let off = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n";
+        assert!(super::favordynmods(off).starts_with("off"));
+        let v2 = "36 31 0:33 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw,favordynmods\n";
+        assert_eq!(super::favordynmods(v2), "on");
+        // the word elsewhere (a mount point) does not count
+        let other = "40 31 0:40 / /favordynmods rw - tmpfs tmpfs rw\n";
+        assert!(super::favordynmods(other).starts_with("off"));
+    }
+
     #[test]
     fn parses_as_the_runtime_spec_features_type() {
         let v = super::document();

@@ -5,6 +5,8 @@
 pub mod cwd;
 pub mod io_weight;
 pub mod mount_fixups;
+pub mod procname;
+pub mod stopped_delete;
 
 use std::path::{Path, PathBuf};
 
@@ -149,7 +151,8 @@ pub fn init_builder(
             .with_root_path(root)?
             .with_pid_file(opts.pid_file.as_ref())?
             .with_console_socket(opts.console_socket.as_ref())
-            .with_preserved_fds(opts.preserve_fds),
+            .with_preserved_fds(opts.preserve_fds)
+            .with_executor(procname::Named),
     )
 }
 
@@ -234,6 +237,7 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
         .with_pid_file(o.pid_file.as_ref())?
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
+        .with_executor(procname::Named)
         .as_tenant()
         .with_detach(o.detach)
         .with_process(Some(&o.process))

@@ -279,6 +279,14 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
             crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         }
     }
+    // A stopped container without poststop hooks on cgroup v1: one mount-table read
+    // instead of libcontainer's one per controller. Any failure there (a cgroup still
+    // busy) leaves the rest to libcontainer's delete and the retries below.
+    if c.refresh_status().is_ok()
+        && let Some(Ok(())) = crate::engine::stopped_delete::try_delete(c)
+    {
+        return Ok(());
+    }
     let mut result = c.delete(force);
     // A cgroup still busy with dying processes: kill what is left, give the kernel
     // time to reap it, and try again. Everything delete did before is idempotent.

@@ -10,6 +10,12 @@
 //! with EROFS. The mount is never attached to any mount table; it goes away with the
 //! last process that runs from it. Cost: one extra execve (about a millisecond),
 //! much less than copying the binary into a sealed memfd.
+//!
+//! A siloc that already runs from a read-only mount (installed on a read-only
+//! filesystem, or bind-mounted read-only onto itself:
+//! `mount --bind -o ro /usr/local/bin/siloc /usr/local/bin/siloc`) has that
+//! protection without the re-exec: opening its `/proc/<pid>/exe` for writing fails
+//! with EROFS all the same, so [`seal`] skips it (one `statfs(2)`).
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd};
@@ -38,9 +44,20 @@ pub fn seal() {
     if std::env::var_os(DISABLE).is_some_and(|v| v == "1") {
         return;
     }
+    if runs_read_only() {
+        return;
+    }
     if let Err(e) = reexec() {
         tracing::warn!("cannot re-execute from a read-only copy of the siloc binary: {e}");
     }
+}
+
+/// Whether this process's executable is on a read-only mount: statfs(2) of
+/// `/proc/self/exe` reports the mount's flags (`ST_RDONLY` for a read-only mount or
+/// superblock). Errors count as "no".
+fn runs_read_only() -> bool {
+    nix::sys::statvfs::statvfs("/proc/self/exe")
+        .is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
 }
 
 fn reexec() -> Result<(), nix::Error> {

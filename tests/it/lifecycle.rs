@@ -3,6 +3,8 @@
 
 use crate::common;
 
+use std::process::Command;
+
 use common::{Container, TestEnv};
 
 #[test]
@@ -319,4 +321,61 @@ fn a_pid_file_path_is_cleaned_like_runcs() {
     assert!(!env.dir.path().join("missing").exists());
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+/// Opens of /proc/self/mountinfo (any fd path form) in an strace log.
+fn mountinfo_opens(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("open") && l.contains("mountinfo"))
+        .count()
+}
+
+#[test]
+fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
+    needs_root!();
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("SKIPPED lifecycle: needs strace");
+        return;
+    }
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("stopped");
+    let _c = Container::create(&env, &b, &id);
+    env.ok(&["start", &id]);
+    assert!(_c.wait_status("stopped", 5));
+    let log = env.dir.path().join("delete.strace");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=openat,openat2,open", "-o"])
+        .arg(&log)
+        .arg(common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["delete", &id])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = std::fs::read_to_string(&log).unwrap();
+    // libcontainer's v1 cgroup manager read it once per controller (12).
+    assert!(mountinfo_opens(&trace) <= 1, "{}", mountinfo_opens(&trace));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(
+        common::traces_of(&id).is_empty(),
+        "{:?}",
+        common::traces_of(&id)
+    );
+}
+
+#[test]
+fn a_created_containers_init_carries_silocs_name() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("named");
+    let c = Container::create(&env, &b, &id);
+    let pid = env.state(&id)["pid"].as_i64().unwrap();
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "siloc:[2:INIT]");
+    drop(c);
 }

@@ -203,3 +203,61 @@ fn container_cannot_overwrite_siloc_through_proc_exe() {
     assert_eq!(field(&summary, "errno"), libc::EROFS as i64, "{summary:?}");
     assert_eq!(after, original, "the siloc binary changed");
 }
+
+/// Runs `siloc run` of a `true` container from `copy` under strace in a private mount
+/// namespace, with `copy` bind-mounted read-only onto itself first when `ro`; returns
+/// whether siloc re-executed itself (an `execveat` in the trace) and run's status.
+fn run_traced(env: &TestEnv, copy: &Path, name: &str, ro: bool) -> (bool, bool) {
+    let b = env.bundle(name, &["true"]);
+    let id = env.id(name);
+    let log = env.dir.path().join(format!("{name}.strace"));
+    let script = format!(
+        "{} exec strace -f -qq -e trace=execveat -o \"$1\" \"$0\" --root \"$2\" --config \"$3\" run --bundle \"$4\" \"$5\"",
+        if ro {
+            "mount --bind -o ro \"$0\" \"$0\" &&"
+        } else {
+            ""
+        }
+    );
+    let st = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .arg(copy)
+        .arg(&log)
+        .arg(&env.root)
+        .arg(&env.config)
+        .arg(b.path())
+        .arg(&id)
+        .status()
+        .unwrap();
+    let _ = env.siloc(&["delete", "--force", &id]);
+    let trace = std::fs::read_to_string(&log).unwrap_or_default();
+    (trace.contains("execveat("), st.success())
+}
+
+#[test]
+fn siloc_on_a_read_only_mount_runs_without_the_reexec() {
+    needs_root!();
+    let has_strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_strace {
+        eprintln!("SKIPPED security: needs strace");
+        return;
+    }
+    let env = TestEnv::new();
+    let copy = env.dir.path().join("siloc-ro");
+    std::fs::copy(common::siloc_bin(), &copy).unwrap();
+    // Control: from a writable file siloc re-executes from its read-only copy.
+    let (reexec, ok) = run_traced(&env, &copy, "rw", false);
+    assert!(ok, "run from a writable binary failed");
+    assert!(reexec, "siloc did not re-execute from a writable binary");
+    // From a read-only mount it is protected already: no re-exec, same result.
+    let (reexec, ok) = run_traced(&env, &copy, "ro", true);
+    assert!(ok, "run from a read-only binary failed");
+    assert!(
+        !reexec,
+        "siloc re-executed although its binary is read-only"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
