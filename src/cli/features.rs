@@ -34,6 +34,7 @@ pub fn document() -> serde_json::Value {
             "intelRdt": {"enabled": true},
             "mountExtensions": {"idmap": {"enabled": true}}
         },
+        "org.siloc.io": io_offers(),
         "annotations": {
             "io.siloc.version": env!("CARGO_PKG_VERSION"),
             "io.siloc.userns": "auto|off",
@@ -41,10 +42,35 @@ pub fn document() -> serde_json::Value {
             "io.siloc.rootfs.layers": "JSON array of layer directories, base first",
             "io.siloc.rootfs.upper": "persistent writable directory",
             "io.siloc.numa": "auto|node:N|off",
-            "io.siloc.io": "class, max, weight",
+            "io.siloc.io": "class, max, weight, latency",
+            "io.siloc.io.latency": "cgroup v2 io.latency target: 2ms, 500us or µs",
             "org.opencontainers.runc.checkpoint.enabled": "false"
         }
     })
+}
+
+/// What this host offers for I/O classes (`siloc check` in detail): the cgroup
+/// version and, per whole disk, the mechanisms missing (a siloc extension key; the
+/// runtime-spec lets runtimes add their own).
+fn io_offers() -> serde_json::Value {
+    let (cgroup, disks) = crate::iopolicy::host::check(
+        std::path::Path::new("/sys"),
+        std::path::Path::new("/sys/fs/cgroup"),
+    );
+    let per: serde_json::Map<String, serde_json::Value> = disks
+        .iter()
+        .map(|d| {
+            let ok: Vec<&str> = d
+                .offers
+                .iter()
+                .filter(|o| o.available)
+                .map(|o| o.mechanism)
+                .collect();
+            let missing: Vec<String> = d.offers.iter().filter_map(|o| o.missing.clone()).collect();
+            (d.disk.clone(), json!({"available": ok, "missing": missing}))
+        })
+        .collect();
+    json!({"cgroup": cgroup.word(), "disks": per})
 }
 
 /// `siloc features`.
