@@ -5,7 +5,10 @@
 //! block/blk-iolatency.c, `iolatency_set_limit`; cgroup-v2.rst "IO Latency"). So after
 //! libcontainer made the container's cgroup (create, before `start` runs the user's
 //! process), siloc finds that cgroup from `/proc/PID/cgroup` and writes one line per
-//! disk. A failure fails the create, which then removes the container.
+//! disk. A failure fails the create, which then removes the container; except a
+//! cgroup that has `io.max` but no `io.latency`: the kernel lacks blk-iolatency
+//! (Debian's 6.1 cloud kernel), which [`super::CgroupIo::read`] cannot tell before a
+//! child cgroup has io files, so the target is dropped with a warning.
 
 use std::path::{Path, PathBuf};
 
@@ -79,15 +82,33 @@ pub fn write(dir: &Path, d: &IoDecision) -> Result<Vec<String>, LatencyError> {
     Ok(lines)
 }
 
+/// Whether `dir` is a cgroup with the io controller but no io.latency file: a
+/// kernel without blk-iolatency.
+pub fn kernel_lacks_it(dir: &Path) -> bool {
+    dir.join("io.max").exists() && !dir.join("io.latency").exists()
+}
+
 /// Applies `d`'s io.latency to the cgroup of `pid` on this host (`/proc`,
-/// `/sys/fs/cgroup`); nothing when `d` has no target. Errors: see [`cgroup_dir`],
-/// [`write`].
-pub fn apply(pid: i32, d: &IoDecision) -> Result<(), LatencyError> {
+/// `/sys/fs/cgroup`); nothing when `d` has no target. Returns a warning when the
+/// kernel turned out to have no io.latency (the target is then not applied).
+/// Errors: see [`cgroup_dir`], [`write`].
+pub fn apply(pid: i32, d: &IoDecision) -> Result<Option<String>, LatencyError> {
     if lines(d).is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let dir = cgroup_dir(Path::new("/proc"), Path::new("/sys/fs/cgroup"), pid)?;
+    if kernel_lacks_it(&dir) {
+        let disks: Vec<String> = d.disks.iter().map(|(n, v)| format!("{n} ({v})")).collect();
+        return Ok(Some(format!(
+            "{}: latency target {} us not applied to {}: this kernel's cgroup v2 has no io.latency (no {} in {})",
+            crate::annotations::IO_LATENCY,
+            d.limits.latency.unwrap_or_default(),
+            disks.join(", "),
+            "io.latency",
+            dir.display()
+        )));
+    }
     let written = write(&dir, d)?;
     tracing::info!(target: "siloc", "io.latency in {}: {}", dir.display(), written.join("; "));
-    Ok(())
+    Ok(None)
 }

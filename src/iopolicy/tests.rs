@@ -767,9 +767,15 @@ fn latency_written_into_the_cgroup_found_from_proc() {
         std::fs::read_to_string(dir.join("io.latency")).unwrap(),
         "254:0 target=750"
     );
+    assert!(!latency::kernel_lacks_it(&dir));
+    // a cgroup with io files but no io.latency: a kernel without blk-iolatency
+    let no_lat = t.path().join("no-lat");
+    copy_tree(&cgroup_fixture("v2-no-iolatency/system.slice"), &no_lat);
+    assert!(latency::kernel_lacks_it(&no_lat));
     // a cgroup without the file (no blk-iolatency): an error naming it
     let bare = t.path().join("bare");
     std::fs::create_dir(&bare).unwrap();
+    assert!(!latency::kernel_lacks_it(&bare));
     let e = latency::write(&bare, &d).unwrap_err().to_string();
     assert!(
         e.contains("io.latency") && e.contains("254:0 target=750"),

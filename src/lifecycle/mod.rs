@@ -156,10 +156,15 @@ fn create_prepared(
     if let (Some(pid), Some(d)) = (
         c.pid(),
         rec.prepared.placement.as_ref().and_then(|p| p.io.as_ref()),
-    ) && let Err(e) = crate::iopolicy::latency::apply(pid.as_raw(), d)
-    {
-        let _ = delete_engine(&mut c, true);
-        return Err(LifecycleError::Other(e.to_string()));
+    ) {
+        match crate::iopolicy::latency::apply(pid.as_raw(), d) {
+            Ok(None) => {}
+            Ok(Some(w)) => tracing::warn!(target: "siloc", "container {}: {w}", req.id),
+            Err(e) => {
+                let _ = delete_engine(&mut c, true);
+                return Err(LifecycleError::Other(e.to_string()));
+            }
+        }
     }
     if let (Some(p), Some(pid)) = (&req.init.pid_file, c.pid())
         && let Err(e) = engine::ensure_pid_file(p, pid)
