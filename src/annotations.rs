@@ -20,6 +20,8 @@ pub const IO_CLASS: &str = "io.siloc.io.class";
 pub const IO_MAX: &str = "io.siloc.io.max";
 /// Proportional I/O weight.
 pub const IO_WEIGHT: &str = "io.siloc.io.weight";
+/// cgroup v2 io.latency target for the container's disks: `2ms`, `500us`, or µs.
+pub const IO_LATENCY: &str = "io.siloc.io.latency";
 
 /// Written by siloc: the host ID range, `uid=U,gid=G,size=N`.
 pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
@@ -30,7 +32,7 @@ pub const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";
 /// mems=0 devices=nvme0n1@0(259:0) reason=…` (`-`: left as the spec has it).
 pub const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
 /// Written by siloc when an I/O policy applies: `class=NAME cgroup=v1 devices=
-/// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N spec=…` (`-`: none).
+/// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N latency=µs spec=…` (`-`: none).
 pub const OUT_IO_POLICY: &str = "io.siloc.io.policy";
 
 /// A bad `io.siloc.*` annotation or host default; names the annotation. Each feature's

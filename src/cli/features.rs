@@ -34,6 +34,7 @@ pub fn document() -> serde_json::Value {
             "intelRdt": {"enabled": true},
             "mountExtensions": {"idmap": {"enabled": true}}
         },
+        "org.siloc.io": io_offers(),
         "annotations": {
             "io.siloc.version": env!("CARGO_PKG_VERSION"),
             "io.siloc.userns": "auto|off",
@@ -41,10 +42,11 @@ pub fn document() -> serde_json::Value {
             "io.siloc.rootfs.layers": "JSON array of layer directories, base first",
             "io.siloc.rootfs.upper": "persistent writable directory",
             "io.siloc.numa": "auto|node:N|off",
-            "io.siloc.io": "class, max, weight",
+            "io.siloc.io": "class, max, weight, latency",
+            "io.siloc.io.latency": "cgroup v2 io.latency target: 2ms, 500us or µs",
             "org.opencontainers.runc.checkpoint.enabled": "false",
             "io.siloc.host.cgroup.favordynmods": favordynmods(
-                &std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
+                &crate::sys::mountinfo::read(None).unwrap_or_default()
             )
         }
     })
@@ -55,20 +57,40 @@ pub fn document() -> serde_json::Value {
 /// "off: ..." with the remedy. Without it the first cgroup.procs write of every
 /// create waits for an RCU grace period (the per-CPU cgroup_threadgroup_rwsem's
 /// writer side, shared by all hierarchies), in every runtime.
-pub fn favordynmods(mountinfo: &str) -> String {
-    let on = mountinfo.lines().any(|l| {
-        l.split_once(" - ").is_some_and(|(_, tail)| {
-            let mut f = tail.split(' ');
-            matches!(f.next(), Some("cgroup" | "cgroup2"))
-                && f.nth(1)
-                    .is_some_and(|o| o.split(',').any(|x| x == "favordynmods"))
-        })
+pub fn favordynmods(mounts: &[crate::sys::mountinfo::Mount]) -> String {
+    let on = mounts.iter().any(|m| {
+        matches!(m.fs_type.as_str(), "cgroup" | "cgroup2")
+            && m.super_options.iter().any(|o| o == "favordynmods")
     });
     if on {
         "on".into()
     } else {
         "off: cgroup moves wait for an RCU grace period; see README \"Host configuration\"".into()
     }
+}
+
+/// What this host offers for I/O classes (`siloc check` in detail): the cgroup
+/// version and, per whole disk, the mechanisms missing (a siloc extension key; the
+/// runtime-spec lets runtimes add their own).
+fn io_offers() -> serde_json::Value {
+    let (cgroup, disks) = crate::iopolicy::host::check(
+        std::path::Path::new("/sys"),
+        std::path::Path::new("/sys/fs/cgroup"),
+    );
+    let per: serde_json::Map<String, serde_json::Value> = disks
+        .iter()
+        .map(|d| {
+            let ok: Vec<&str> = d
+                .offers
+                .iter()
+                .filter(|o| o.available)
+                .map(|o| o.mechanism)
+                .collect();
+            let missing: Vec<String> = d.offers.iter().filter_map(|o| o.missing.clone()).collect();
+            (d.disk.clone(), json!({"available": ok, "missing": missing}))
+        })
+        .collect();
+    json!({"cgroup": cgroup.word(), "disks": per})
 }
 
 /// `siloc features`.
@@ -81,12 +103,12 @@ mod tests {
     #[test]
     fn favordynmods_read_from_cgroup_super_options() {
         let off = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n";
-        assert!(super::favordynmods(off).starts_with("off"));
+        assert!(super::favordynmods(&crate::sys::mountinfo::parse(off)).starts_with("off"));
         let v2 = "36 31 0:33 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw,favordynmods\n";
-        assert_eq!(super::favordynmods(v2), "on");
+        assert_eq!(super::favordynmods(&crate::sys::mountinfo::parse(v2)), "on");
         // the word elsewhere (a mount point) does not count
         let other = "40 31 0:40 / /favordynmods rw - tmpfs tmpfs rw\n";
-        assert!(super::favordynmods(other).starts_with("off"));
+        assert!(super::favordynmods(&crate::sys::mountinfo::parse(other)).starts_with("off"));
     }
 
     #[test]

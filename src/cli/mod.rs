@@ -5,6 +5,7 @@
 //! `--log-format`), repeated on stderr when the log goes to a file, exit status 1
 //! (255 for `exec`, as runc; see errmsg).
 
+mod check;
 mod create;
 mod delete;
 mod errmsg;
@@ -102,6 +103,9 @@ enum Command {
     Spec(spec::SpecArgs),
     /// Show the enabled features (runtime-spec features document)
     Features,
+    /// What this host offers for I/O classes (limits, io.latency, weights), per disk;
+    /// switches a host-wide knob only when asked
+    Check(check::CheckArgs),
     /// OCI images: unpack layouts into the layer store, make bundles, list, remove
     Image(image::ImageArgs),
     /// Checkpoint a running container (not supported)
@@ -286,6 +290,7 @@ fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(ctx, a).map(|_| 0),
         Command::Spec(a) => spec::spec(a).map(|_| 0),
         Command::Features => features::features().map(|_| 0),
+        Command::Check(a) => check::check(&a).map(|_| 0),
         Command::Image(a) => image::image(ctx, a).map(|_| 0),
         Command::Scenario(c) => scenario::scenario(ctx, c),
         Command::Checkpoint(_) | Command::Restore(_) => {

@@ -76,24 +76,24 @@ pub fn try_delete(c: &Container) -> Option<Result<(), StoppedDeleteError>> {
     {
         return None;
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mounts = crate::sys::mountinfo::read(None).ok()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let paths = cgroup_paths(&mountinfo, &own, &config.cgroup_path);
+    let paths = cgroup_paths(&mounts, &own, &config.cgroup_path);
     Some(remove(&paths).and_then(|()| std::fs::remove_dir_all(&c.root).map_err(io(&c.root))))
 }
 
 /// The cgroup dirs libcgroups' v1 manager would remove for `cgroup_path`: one per
 /// controller that has a mount (see the module doc) and a line in /proc/self/cgroup
 /// (`own`), deduplicated (co-mounted controllers share one dir).
-pub fn cgroup_paths(mountinfo: &str, own: &str, cgroup_path: &Path) -> Vec<PathBuf> {
-    let mounts: Vec<&str> = mountinfo
-        .lines()
-        .filter_map(|l| {
-            // proc_pid_mountinfo(5): fields up to " - ", then fstype source options.
-            let (head, tail) = l.split_once(" - ")?;
-            (tail.split(' ').next()? == "cgroup").then_some(())?;
-            head.split(' ').nth(4)
-        })
+pub fn cgroup_paths(
+    mounts: &[crate::sys::mountinfo::Mount],
+    own: &str,
+    cgroup_path: &Path,
+) -> Vec<PathBuf> {
+    let mounts: Vec<&Path> = mounts
+        .iter()
+        .filter(|m| m.fs_type == "cgroup")
+        .map(|m| m.mount_point.as_path())
         .collect();
     let joined = |c: &str| {
         own.lines().any(|l| {
@@ -115,14 +115,14 @@ pub fn cgroup_paths(mountinfo: &str, own: &str, cgroup_path: &Path) -> Vec<PathB
         // libcgroups compares with Path::ends_with: whole trailing components.
         let Some(mp) = mounts
             .iter()
-            .find(|m| names.iter().any(|n| Path::new(m).ends_with(n)))
+            .find(|m| names.iter().any(|n| m.ends_with(n)))
         else {
             continue;
         };
         if !joined(ctl) {
             continue;
         }
-        let p = Path::new(mp).join(rel);
+        let p = mp.join(rel);
         if !out.contains(&p) {
             out.push(p);
         }
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn one_dir_per_mounted_joined_controller() {
-        let got = cgroup_paths(MOUNTINFO, OWN, Path::new("/siloc-x"));
+        let got = cgroup_paths(&crate::sys::mountinfo::parse(MOUNTINFO), OWN, Path::new("/siloc-x"));
         let want: Vec<PathBuf> = [
             "/sys/fs/cgroup/cpu,cpuacct/siloc-x",
             "/sys/fs/cgroup/memory/siloc-x",
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn controller_missing_from_own_cgroups_is_skipped() {
-        let got = cgroup_paths(MOUNTINFO, "3:memory:/\n", Path::new("a/b"));
+        let got = cgroup_paths(&crate::sys::mountinfo::parse(MOUNTINFO), "3:memory:/\n", Path::new("a/b"));
         assert_eq!(got, vec![PathBuf::from("/sys/fs/cgroup/memory/a/b")]);
     }
 }

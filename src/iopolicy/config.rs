@@ -25,6 +25,29 @@ pub struct IoClass {
     pub riops: Option<u64>,
     pub wiops: Option<u64>,
     pub weight: Option<u16>,
+    /// cgroup v2 `io.latency` target: a number of µs or a string with a `us`/`ms`/`s`
+    /// suffix (`"2ms"`); see [`crate::iopolicy::parse_latency`]. Work-conserving: the
+    /// container's siblings are held back only while it misses the target.
+    pub latency_target: Option<LatencyValue>,
+}
+
+/// A latency written as a number of µs or as a string with a suffix (`"2ms"`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum LatencyValue {
+    Micros(u64),
+    Text(String),
+}
+
+impl LatencyValue {
+    /// The value in µs. Errors: the text is not a latency, or it is outside
+    /// [`crate::iopolicy::LATENCY_RANGE_US`].
+    pub fn micros(&self) -> Result<u64, String> {
+        match self {
+            LatencyValue::Micros(n) => crate::iopolicy::parse_latency(&n.to_string()),
+            LatencyValue::Text(t) => crate::iopolicy::parse_latency(t),
+        }
+    }
 }
 
 /// A size written as a number of bytes or as a string with a suffix (`"50M"`).
@@ -54,6 +77,10 @@ impl IoConfig {
                     v.bytes()
                         .map_err(|e| (format!("io.class.{name}.{key}"), e.to_string()))?;
                 }
+            }
+            if let Some(l) = &class.latency_target {
+                l.micros()
+                    .map_err(|e| (format!("io.class.{name}.latency_target"), e))?;
             }
             if let Some(w) = class.weight
                 && !(1..=10_000).contains(&w)

@@ -15,8 +15,23 @@
 //! bfq takes it unscaled, and the exact io.weight through
 //! `linux.resources.unified["io.weight"]` (libcgroups writes unified after blockIO).
 //!
+//! Work-conserving classes (they share instead of cap, see [`host`] for what the host
+//! must offer): a weight (`weight`, above) divides the disk only while several
+//! cgroups want it, and needs the bfq scheduler on the disk (v1 `blkio.bfq.weight`,
+//! v2 `io.bfq.weight`) or, on v2, io.cost enabled for the disk on the root
+//! (`io.cost.qos`, then `io.weight` on children). A latency target
+//! (`latency_target`, `io.siloc.io.latency`) is cgroup v2's `io.latency`
+//! (blk-iolatency, kernel cgroup-v2.rst "IO Latency"): while the container misses its
+//! target, the kernel shrinks the queue depth of its siblings (cgroups with the same
+//! parent and a higher or no target); when it is idle or meets the target, they run
+//! at full speed. libcgroups 0.7 has no io.latency, and `unified` takes one line per
+//! file, so siloc writes it itself once the cgroup exists ([`latency::write`]).
+//! siloc never switches a host-wide knob (scheduler, root io.cost) at create; `siloc
+//! check` reports them and switches them only when asked ([`host`]).
+//!
 //! Units: bandwidth in bytes/s, IOPS in operations/s, weight in cgroup v2 io.weight
-//! terms (1..10000, default 100); cgroup v1 and bfq take 10..1000 and get it clamped.
+//! terms (1..10000, default 100); cgroup v1 and bfq take 10..1000 and get it clamped;
+//! latency targets in µs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -39,6 +54,13 @@ use crate::numa::locality::{DevNum, PathDevices};
 pub const MAX_BPS: u64 = i64::MAX as u64;
 /// Largest IOPS accepted: the kernel keeps IOPS limits in 32 bits, all ones = none.
 pub const MAX_IOPS: u64 = u32::MAX as u64 - 1;
+pub mod host;
+pub mod latency;
+
+/// io.latency targets accepted, µs: 1 µs to 10 s (the kernel takes any u64 of µs;
+/// beyond seconds a target protects nothing).
+pub const LATENCY_RANGE_US: std::ops::RangeInclusive<u64> = 1..=10_000_000;
+
 /// io.weight range (kernel cgroup-v2.rst "IO Interface Files").
 pub const WEIGHT_RANGE: std::ops::RangeInclusive<u16> = 1..=10_000;
 /// blkio.weight / bfq weight range, and runtime-spec's `blockIO.weight`.
@@ -105,6 +127,9 @@ pub struct IoLimits {
     pub wiops: Option<u64>,
     /// io.weight terms, 1..10000.
     pub weight: Option<u16>,
+    /// cgroup v2 io.latency target, µs.
+    #[serde(default)]
+    pub latency: Option<u64>,
 }
 
 impl IoLimits {
@@ -128,7 +153,9 @@ impl IoLimits {
 
     /// Whether the policy asks for anything.
     pub fn is_empty(&self) -> bool {
-        IoKey::ALL.iter().all(|k| self.get(*k).is_none()) && self.weight.is_none()
+        IoKey::ALL.iter().all(|k| self.get(*k).is_none())
+            && self.weight.is_none()
+            && self.latency.is_none()
     }
 }
 
@@ -185,6 +212,31 @@ pub fn parse_weight(text: &str) -> Result<u16, String> {
         .ok_or_else(|| format!("{text:?} is not a weight in 1..=10000"))
 }
 
+/// Parses a latency target: `N` (µs), `Nus`, `Nms` or `Ns`, N a whole number, within
+/// [`LATENCY_RANGE_US`]. Returns µs. Errors: a message with the accepted forms.
+pub fn parse_latency(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1000)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1_000_000)
+    } else {
+        (t, 1)
+    };
+    let us = num
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{text:?} is not a latency: use 2ms, 500us, 1s or µs"))?;
+    if !LATENCY_RANGE_US.contains(&us) {
+        return Err(format!("{text:?} is outside 1us..=10s"));
+    }
+    Ok(us)
+}
+
 /// The I/O part of a plan: the class chosen (if any) and the limits after the
 /// annotations override it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +283,7 @@ pub fn plan(a: &HashMap<String, String>, cfg: &IoConfig) -> Result<IoPlan, Annot
             riops: c.riops,
             wiops: c.wiops,
             weight: c.weight,
+            latency: c.latency_target.as_ref().and_then(|l| l.micros().ok()),
         };
     }
     if let Some(t) = a.get(ann::IO_MAX) {
@@ -240,6 +293,9 @@ pub fn plan(a: &HashMap<String, String>, cfg: &IoConfig) -> Result<IoPlan, Annot
     }
     if let Some(t) = a.get(ann::IO_WEIGHT) {
         limits.weight = Some(parse_weight(t).map_err(|m| err(ann::IO_WEIGHT, m))?);
+    }
+    if let Some(t) = a.get(ann::IO_LATENCY) {
+        limits.latency = Some(parse_latency(t).map_err(|m| err(ann::IO_LATENCY, m))?);
     }
     Ok(IoPlan { class, limits })
 }
@@ -251,10 +307,14 @@ pub enum CgroupIo {
     /// (`blkio.weight` from CFQ, or bfq's `blkio.bfq.weight`).
     V1 { weight: bool },
     /// cgroup v2 with the `io` controller. `iocost`: `io.weight` exists (blk-iocost
-    /// built in); `iocost_on`: devices with `enable=1` in the root's `io.cost.qos`.
+    /// built in); `iocost_on`: devices with `enable=1` in the root's `io.cost.qos`;
+    /// `iolatency`: children have `io.latency` (blk-iolatency built in; assumed when
+    /// no child has io files to tell).
     V2 {
         iocost: bool,
         iocost_on: Vec<DevNum>,
+        #[serde(default)]
+        iolatency: bool,
     },
     /// No blkio/io controller: limits cannot be applied.
     Missing,
@@ -279,6 +339,7 @@ impl CgroupIo {
             return CgroupIo::V2 {
                 iocost: qos.is_ok(),
                 iocost_on,
+                iolatency: iolatency_in_children(root),
             };
         }
         let blkio = root.join("blkio");
@@ -290,13 +351,30 @@ impl CgroupIo {
         CgroupIo::Missing
     }
 
-    fn word(&self) -> &'static str {
+    /// The version word used in messages and the policy annotation: `v1`, `v2`,
+    /// `none`.
+    pub fn word(&self) -> &'static str {
         match self {
             CgroupIo::V1 { .. } => "v1",
             CgroupIo::V2 { .. } => "v2",
             CgroupIo::Missing => "none",
         }
     }
+}
+
+/// Whether the root's children offer `io.latency` (a root-level file it is not): the
+/// first child with `io.max` (io enabled for it) tells; no such child: `true`.
+fn iolatency_in_children(root: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return true;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.join("io.max").exists() {
+            return p.join("io.latency").exists();
+        }
+    }
+    true
 }
 
 /// A block device's I/O scheduler (`/sys/block/NAME/queue/scheduler`).
@@ -371,10 +449,13 @@ pub fn decide(
         }
     }
     let mut limits = plan.limits.clone();
+    let no_max = IoKey::ALL.iter().all(|k| limits.get(*k).is_none());
     let asked = if plan.class.is_some() {
         ann::IO_CLASS
-    } else if limits.weight.is_some() && IoKey::ALL.iter().all(|k| limits.get(*k).is_none()) {
+    } else if limits.weight.is_some() && no_max {
         ann::IO_WEIGHT
+    } else if limits.latency.is_some() && no_max {
+        ann::IO_LATENCY
     } else {
         ann::IO_MAX
     };
@@ -447,6 +528,30 @@ pub fn decide(
                     }
                 ));
             }
+        }
+    }
+    if let Some(us) = limits.latency {
+        let missing = match cgroup {
+            CgroupIo::V2 {
+                iolatency: true, ..
+            } => None,
+            CgroupIo::V2 { .. } => {
+                Some("this kernel's cgroup v2 has no io.latency (blk-iolatency)")
+            }
+            _ => Some("io.latency is cgroup v2 only; this host runs containers under cgroup v1"),
+        };
+        if let Some(m) = missing {
+            let shown: Vec<String> = disks.iter().map(|(n, d)| format!("{n} ({d})")).collect();
+            warnings.push(format!(
+                "{}: latency target {us} us dropped for {}: {m}",
+                ann::IO_LATENCY,
+                if shown.is_empty() {
+                    "the container".to_string()
+                } else {
+                    shown.join(", ")
+                }
+            ));
+            limits.latency = None;
         }
     }
     if matches!(cgroup, CgroupIo::V1 { .. })
@@ -554,13 +659,14 @@ pub fn apply(res: &mut LinuxResources, d: &IoDecision) -> Vec<String> {
 impl IoDecision {
     /// The `io.siloc.io.policy` annotation: space-separated `key=value`, `-` for
     /// none: `class=NAME cgroup=v1|v2 devices=vda(254:0),… rbps=N wbps=N riops=N
-    /// wiops=N weight=N spec=wbps@254:0,…` (bytes/s, IOPS, io.weight; `spec` lists
-    /// entries where the spec's own blockIO won).
+    /// wiops=N weight=N [latency=µs] spec=wbps@254:0,…` (bytes/s, IOPS, io.weight,
+    /// io.latency target, the latter only when set; `spec` lists entries where the
+    /// spec's own blockIO won).
     pub fn annotation(&self, spec_won: &[String]) -> String {
         let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
         let num = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
         format!(
-            "class={} cgroup={} devices={} rbps={} wbps={} riops={} wiops={} weight={} spec={}",
+            "class={} cgroup={} devices={} rbps={} wbps={} riops={} wiops={} weight={}{} spec={}",
             self.class.clone().unwrap_or_else(|| "-".into()),
             self.cgroup.word(),
             dash(
@@ -575,6 +681,9 @@ impl IoDecision {
             num(self.limits.riops),
             num(self.limits.wiops),
             num(self.limits.weight.map(u64::from)),
+            self.limits
+                .latency
+                .map_or(String::new(), |l| format!(" latency={l}")),
             dash(spec_won.join(","))
         )
     }

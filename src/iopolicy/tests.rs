@@ -122,6 +122,7 @@ fn plan_class_default_and_overrides() {
             riops: Some(20000),
             wiops: None,
             weight: Some(1000),
+            latency: None,
         }
     );
     // no class anywhere: only the explicit limits
@@ -175,7 +176,8 @@ fn cgroup_layouts() {
         CgroupIo::read(r),
         CgroupIo::V2 {
             iocost: false,
-            iocost_on: vec![]
+            iocost_on: vec![],
+            iolatency: true,
         }
     );
     std::fs::write(
@@ -187,7 +189,8 @@ fn cgroup_layouts() {
         CgroupIo::read(r),
         CgroupIo::V2 {
             iocost: true,
-            iocost_on: vec![DevNum::new(259, 0)]
+            iocost_on: vec![DevNum::new(259, 0)],
+            iolatency: true,
         }
     );
 }
@@ -233,6 +236,7 @@ fn decide_warns_where_it_matters() {
     let v2 = CgroupIo::V2 {
         iocost: true,
         iocost_on: vec![DevNum::new(259, 0)],
+        iolatency: true,
     };
     let p = IoPlan {
         class: None,
@@ -377,6 +381,7 @@ fn weights_per_cgroup_version() {
     let v2 = CgroupIo::V2 {
         iocost: true,
         iocost_on: vec![],
+        iolatency: true,
     };
     let mut d = decision("vm-virtio", &t, &["/"], w(5000), v2.clone());
     let mut res = LinuxResources::default();
@@ -486,6 +491,7 @@ fn libcgroups_v2_writes_the_expected_io_max_lines() {
         CgroupIo::V2 {
             iocost: true,
             iocost_on: vec![],
+            iolatency: true,
         },
     );
     let mut res = LinuxResources::default();
@@ -573,4 +579,319 @@ fn libcgroups_v2_writes_the_expected_io_max_lines() {
     if weight_written {
         assert_eq!(got[1], "default 800");
     }
+}
+
+// ---- work-conserving classes: io.latency, weights, what the host offers ----
+
+fn cgroup_fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cgroup")
+        .join(name)
+}
+
+/// A copy of fixture `name` in a tempdir, for tests that write into it.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &t);
+        } else if e.file_type().unwrap().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &t).unwrap();
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+#[test]
+fn latency_syntax() {
+    for (text, us) in [
+        ("2ms", 2000),
+        ("500us", 500),
+        ("750", 750),
+        ("1s", 1_000_000),
+        (" 3ms ", 3000),
+    ] {
+        assert_eq!(parse_latency(text), Ok(us), "{text}");
+    }
+    for (bad, says) in [
+        ("", "not a latency"),
+        ("fast", "not a latency"),
+        ("2.5ms", "not a latency"),
+        ("0", "outside"),
+        ("11s", "outside"),
+        ("-1ms", "not a latency"),
+        ("99999999999999999999s", "not a latency"),
+    ] {
+        let e = parse_latency(bad).unwrap_err();
+        assert!(e.contains(says), "{bad:?}: {e}");
+    }
+}
+
+fn wc_cfg() -> HostConfig {
+    HostConfig::parse(
+        "[io.class.latency-critical]\nlatency_target = \"2ms\"\n\
+         [io.class.besteffort]\nweight = 10\n\
+         [io.class.noisy]\nwbps = \"50M\"\n",
+        Path::new("/etc/siloc/siloc.toml"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn plan_latency_class_and_annotation() {
+    let c = wc_cfg();
+    let p = plan(&ann(&[(ann::IO_CLASS, "latency-critical")]), &c).unwrap();
+    assert_eq!(
+        p.limits,
+        IoLimits {
+            latency: Some(2000),
+            ..Default::default()
+        }
+    );
+    assert!(!p.limits.is_empty());
+    // the annotation overrides the class's target, and needs no class
+    let p = plan(
+        &ann(&[
+            (ann::IO_CLASS, "latency-critical"),
+            (ann::IO_LATENCY, "500us"),
+        ]),
+        &c,
+    )
+    .unwrap();
+    assert_eq!(p.limits.latency, Some(500));
+    let p = plan(&ann(&[(ann::IO_LATENCY, "5ms")]), &HostConfig::default()).unwrap();
+    assert_eq!((p.class, p.limits.latency), (None, Some(5000)));
+    let p = plan(&ann(&[(ann::IO_CLASS, "besteffort")]), &c).unwrap();
+    assert_eq!((p.limits.weight, p.limits.latency), (Some(10), None));
+    let e = plan(&ann(&[(ann::IO_LATENCY, "soon")]), &c).unwrap_err();
+    assert_eq!(e.key, ann::IO_LATENCY);
+    assert!(
+        e.to_string()
+            .starts_with("annotation io.siloc.io.latency: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn cgroup_fixture_trees() {
+    assert_eq!(
+        CgroupIo::read(&cgroup_fixture("v2-iocost")),
+        CgroupIo::V2 {
+            iocost: true,
+            iocost_on: vec![DevNum::new(254, 0)],
+            iolatency: true,
+        }
+    );
+    assert_eq!(
+        CgroupIo::read(&cgroup_fixture("v2-no-iolatency")),
+        CgroupIo::V2 {
+            iocost: false,
+            iocost_on: vec![],
+            iolatency: false,
+        }
+    );
+    assert_eq!(
+        CgroupIo::read(&cgroup_fixture("v1-bfq")),
+        CgroupIo::V1 { weight: true }
+    );
+}
+
+#[test]
+fn latency_is_kept_on_v2_and_dropped_with_a_named_warning_elsewhere() {
+    let vda = [disk("vda", (254, 0), &["vda"])];
+    let p = plan(&ann(&[(ann::IO_CLASS, "latency-critical")]), &wc_cfg()).unwrap();
+    let v2 = CgroupIo::read(&cgroup_fixture("v2-iocost"));
+    let (d, w) = decide(&p, &v2, &vda, &sched(&[("vda", "none")])).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(d.limits.latency, Some(2000));
+    assert_eq!(
+        d.annotation(&[]),
+        "class=latency-critical cgroup=v2 devices=vda(254:0) rbps=- wbps=- riops=- wiops=- \
+         weight=- latency=2000 spec=-"
+    );
+    assert_eq!(latency::lines(&d), vec!["254:0 target=2000"]);
+    for (cg, says) in [
+        (CgroupIo::V1 { weight: true }, "cgroup v2 only"),
+        (
+            CgroupIo::read(&cgroup_fixture("v2-no-iolatency")),
+            "no io.latency",
+        ),
+    ] {
+        let (d, w) = decide(&p, &cg, &vda, &sched(&[("vda", "mq-deadline")])).unwrap();
+        assert_eq!(d.limits.latency, None);
+        assert!(latency::lines(&d).is_empty());
+        assert!(
+            w.iter().any(|w| w.starts_with(
+                "io.siloc.io.latency: latency target 2000 us dropped for vda (254:0): "
+            ) && w.contains(says)),
+            "{w:?}"
+        );
+    }
+    // the target spreads to every disk, as limits do
+    let two = [
+        disk("vda", (254, 0), &["vda"]),
+        disk("vdb", (254, 16), &["vdb"]),
+    ];
+    let (d, _) = decide(&p, &v2, &two, &BTreeMap::new()).unwrap();
+    assert_eq!(
+        latency::lines(&d),
+        vec!["254:0 target=2000", "254:16 target=2000"]
+    );
+}
+
+#[test]
+fn latency_written_into_the_cgroup_found_from_proc() {
+    let t = tempfile::tempdir().unwrap();
+    let proc = t.path().join("proc");
+    std::fs::create_dir_all(proc.join("42")).unwrap();
+    std::fs::write(proc.join("42/cgroup"), "0::/siloc-scenario/siloc-scn-1-v\n").unwrap();
+    let root = t.path().join("cg");
+    copy_tree(&cgroup_fixture("v2-iocost"), &root);
+    let dir = root.join("siloc-scenario/siloc-scn-1-v");
+    copy_tree(&cgroup_fixture("v2-iocost/system.slice"), &dir);
+    assert_eq!(latency::cgroup_dir(&proc, &root, 42).unwrap(), dir);
+    let d = IoDecision {
+        class: None,
+        limits: IoLimits {
+            latency: Some(750),
+            ..Default::default()
+        },
+        disks: vec![("vda".into(), DevNum::new(254, 0))],
+        cgroup: CgroupIo::read(&root),
+        bfq: false,
+    };
+    assert_eq!(latency::write(&dir, &d).unwrap(), vec!["254:0 target=750"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("io.latency")).unwrap(),
+        "254:0 target=750"
+    );
+    assert!(!latency::kernel_lacks_it(&dir));
+    // a cgroup with io files but no io.latency: a kernel without blk-iolatency
+    let no_lat = t.path().join("no-lat");
+    copy_tree(&cgroup_fixture("v2-no-iolatency/system.slice"), &no_lat);
+    assert!(latency::kernel_lacks_it(&no_lat));
+    // a cgroup without the file (no blk-iolatency): an error naming it
+    let bare = t.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    assert!(!latency::kernel_lacks_it(&bare));
+    let e = latency::write(&bare, &d).unwrap_err().to_string();
+    assert!(
+        e.contains("io.latency") && e.contains("254:0 target=750"),
+        "{e}"
+    );
+    // v1 only: no v2 line
+    std::fs::write(proc.join("42/cgroup"), "12:blkio:/x\n").unwrap();
+    assert!(matches!(
+        latency::cgroup_dir(&proc, &root, 42),
+        Err(latency::LatencyError::NoV2 { .. })
+    ));
+}
+
+#[test]
+fn host_offers_name_the_disk_and_the_missing_piece() {
+    let vda = DevNum::new(254, 0);
+    let dl = Scheduler {
+        active: "mq-deadline".into(),
+        bfq_available: true,
+    };
+    let bfq = Scheduler {
+        active: "bfq".into(),
+        bfq_available: true,
+    };
+    let v1 = CgroupIo::read(&cgroup_fixture("v1-bfq"));
+    let weight = IoLimits {
+        weight: Some(10),
+        ..Default::default()
+    };
+    let lat = IoLimits {
+        latency: Some(2000),
+        ..Default::default()
+    };
+    let cap = IoLimits {
+        wbps: Some(50 << 20),
+        ..Default::default()
+    };
+    // this host: v1, mq-deadline with bfq offered
+    let u = host::unmet(&weight, &v1, "vda", vda, Some(&dl));
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert!(
+        u[0].contains("vda (254:0) has scheduler mq-deadline")
+            && u[0].contains("siloc check --scheduler vda=bfq"),
+        "{u:?}"
+    );
+    assert!(host::unmet(&weight, &v1, "vda", vda, Some(&bfq)).is_empty());
+    let u = host::unmet(&lat, &v1, "vda", vda, Some(&bfq));
+    assert!(u[0].contains("io.latency needs cgroup v2"), "{u:?}");
+    assert!(host::unmet(&cap, &v1, "vda", vda, None).is_empty());
+    // v2 with io.cost on for vda: weight and latency both apply under any scheduler
+    let v2 = CgroupIo::read(&cgroup_fixture("v2-iocost"));
+    assert!(host::unmet(&weight, &v2, "vda", vda, Some(&dl)).is_empty());
+    assert!(host::unmet(&lat, &v2, "vda", vda, Some(&dl)).is_empty());
+    let u = host::unmet(&weight, &v2, "vdb", DevNum::new(254, 16), Some(&dl));
+    assert!(
+        u[0].contains("vdb (254:16)") && u[0].contains("--enable-iocost vdb"),
+        "{u:?}"
+    );
+    let o = host::offers(&v2, "vda", vda, Some(&bfq));
+    assert_eq!(o[2].files, "io.bfq.weight");
+    let u = host::unmet(&cap, &CgroupIo::Missing, "vda", vda, None);
+    assert!(u[0].contains("no io (v2) or blkio (v1)"), "{u:?}");
+    // the whole host on fixtures: the vm-virtio sysfs under the v2 tree
+    let (cg, disks) = host::check(&fixture("vm-virtio"), &cgroup_fixture("v2-iocost"));
+    assert_eq!(cg.word(), "v2");
+    assert_eq!(disks.len(), 1);
+    assert_eq!(
+        (
+            disks[0].disk.as_str(),
+            disks[0].dev.as_str(),
+            disks[0].scheduler.as_deref()
+        ),
+        ("vda", "254:0", Some("none"))
+    );
+    assert!(disks[0].offers.iter().all(|o| o.available), "{disks:?}");
+}
+
+#[test]
+fn host_knobs_write_only_what_was_asked() {
+    let t = tempfile::tempdir().unwrap();
+    let sysfs = t.path().join("sys");
+    copy_tree(&fixture("vm-virtio"), &sysfs);
+    let cg = t.path().join("cg");
+    copy_tree(&cgroup_fixture("v2-iocost"), &cg);
+    // the fixture's vda is a symlink into devices/: write through it
+    let sched_file = sysfs.join("block/vda/queue/scheduler");
+    assert_eq!(host::set_scheduler(&sysfs, "vda", "bfq").unwrap(), "none");
+    assert_eq!(std::fs::read_to_string(&sched_file).unwrap(), "bfq");
+    std::fs::write(&sched_file, "[none] mq-deadline\n").unwrap();
+    let e = host::set_scheduler(&sysfs, "vda", "bfq")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not offered") && e.contains("modprobe bfq"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&sched_file).unwrap(),
+        "[none] mq-deadline\n"
+    );
+    let e = host::set_scheduler(&sysfs, "../x", "bfq")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such block device"), "{e}");
+    assert_eq!(
+        host::enable_iocost(&sysfs, &cg, "vda").unwrap(),
+        "254:0 enable=1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cg.join("io.cost.qos")).unwrap(),
+        "254:0 enable=1"
+    );
+    let v1 = t.path().join("v1");
+    copy_tree(&cgroup_fixture("v1-bfq"), &v1);
+    let e = host::enable_iocost(&sysfs, &v1, "vda")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("io.cost needs cgroup v2"), "{e}");
 }

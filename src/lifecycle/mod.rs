@@ -152,6 +152,20 @@ fn create_prepared(
         let _ = c.delete(true);
         return Err(e.into());
     }
+    // io.latency: written once the cgroup exists (iopolicy::latency says why).
+    if let (Some(pid), Some(d)) = (
+        c.pid(),
+        rec.prepared.placement.as_ref().and_then(|p| p.io.as_ref()),
+    ) {
+        match crate::iopolicy::latency::apply(pid.as_raw(), d) {
+            Ok(None) => {}
+            Ok(Some(w)) => tracing::warn!(target: "siloc", "container {}: {w}", req.id),
+            Err(e) => {
+                let _ = delete_engine(&mut c, true);
+                return Err(LifecycleError::Other(e.to_string()));
+            }
+        }
+    }
     if let (Some(p), Some(pid)) = (&req.init.pid_file, c.pid())
         && let Err(e) = engine::ensure_pid_file(p, pid)
     {

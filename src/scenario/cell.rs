@@ -1,7 +1,10 @@
 //! One cell: a runtime, a workload, a neighbour file size and a repetition. The victim
-//! runs alone (baseline), then beside the neighbours (interference); the page cache is
-//! dropped before each phase, and the disk's and the cgroups' counters are read around
-//! the victim's run.
+//! runs alone (baseline); then the neighbours run alone, without any policy (what the
+//! disk gives them: `neighbours.alone`); then the neighbours under the runtime's
+//! policy, first beside an idle victim (a container with the victim's class doing no
+//! I/O: `neighbours.idle_victim`), then beside the working victim (interference). The
+//! page cache is dropped before each phase, and the disk's and the cgroups' counters
+//! are read around each measured window.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -47,6 +50,31 @@ pub struct Phase {
     /// from `state`), under a policy runtime: proof of what was applied.
     #[serde(default)]
     pub neighbour_policy: Option<String>,
+    /// siloc's I/O policy decision for the victim, under a policy runtime.
+    #[serde(default)]
+    pub victim_policy: Option<String>,
+}
+
+/// A window in which only the neighbours did I/O: the disk's counters over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NeighbourWindow {
+    pub disk: DiskCounters,
+    pub seconds: f64,
+    /// siloc's decision for the idle victim (`io.siloc.io.policy`), when it has one.
+    #[serde(default)]
+    pub victim_policy: Option<String>,
+}
+
+impl NeighbourWindow {
+    /// Bytes/s the disk wrote over the window (the neighbours, plus any other writer
+    /// on the host).
+    pub fn write_bps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.disk.write_bytes as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Phase {
@@ -73,6 +101,12 @@ pub struct CellResult {
     pub seconds: f64,
     pub baseline: Option<Phase>,
     pub noise: Option<Phase>,
+    /// The neighbours alone, no policy (`neighbours.alone`).
+    #[serde(default)]
+    pub alone: Option<NeighbourWindow>,
+    /// The neighbours under the policy beside an idle victim (`neighbours.idle_victim`).
+    #[serde(default)]
+    pub idle: Option<NeighbourWindow>,
     /// Why the cell has no figures.
     pub error: Option<String>,
 }
@@ -111,7 +145,9 @@ impl From<ContainerError> for CellError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     Baseline,
+    Alone,
     Warmup,
+    Idle,
     Interference,
 }
 
@@ -119,10 +155,21 @@ impl Step {
     pub fn label(self) -> &'static str {
         match self {
             Step::Baseline => "baseline",
+            Step::Alone => "neighbours alone",
             Step::Warmup => "neighbours warming up",
+            Step::Idle => "neighbours beside an idle victim",
             Step::Interference => "under noise",
         }
     }
+}
+
+/// A cell's figures: the victim's two phases and the neighbours' windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellFigures {
+    pub baseline: Phase,
+    pub noise: Phase,
+    pub alone: Option<NeighbourWindow>,
+    pub idle: Option<NeighbourWindow>,
 }
 
 /// Everything a cell needs from the run.
@@ -151,13 +198,53 @@ pub fn run(
     rt: &Runtime,
     w: &Workload,
     key: &CellKey,
-) -> Result<(Phase, Phase), CellError> {
+) -> Result<CellFigures, CellError> {
+    let s = ctx.scenario;
     (ctx.step)(Step::Baseline);
     host::drop_caches()?;
     let baseline = victim_phase(ctx, rt, w, "baseline", &[])?;
 
+    let alone = if s.neighbours.alone {
+        (ctx.step)(Step::Alone);
+        host::drop_caches()?;
+        Some(with_neighbours(ctx, rt, key, false, |_| {
+            sleep(Duration::from_secs(u64::from(s.warmup)), ctx.stop)?;
+            window(ctx, None, rt)
+        })?)
+    } else {
+        None
+    };
+
     (ctx.step)(Step::Warmup);
     host::drop_caches()?;
+    let (idle, noise) = with_neighbours(ctx, rt, key, rt.entry.policy, |neighbours| {
+        sleep(Duration::from_secs(u64::from(s.warmup)), ctx.stop)?;
+        let idle = if s.neighbours.idle_victim {
+            (ctx.step)(Step::Idle);
+            Some(idle_victim_window(ctx, rt)?)
+        } else {
+            None
+        };
+        (ctx.step)(Step::Interference);
+        Ok((idle, victim_phase(ctx, rt, w, "noise", neighbours)?))
+    })?;
+    Ok(CellFigures {
+        baseline,
+        noise,
+        alone,
+        idle,
+    })
+}
+
+/// Starts the neighbours (with the runtime's neighbour class when `policy`), runs
+/// `f` beside them, then removes them and their files, whatever `f` returned.
+fn with_neighbours<T>(
+    ctx: &CellCtx<'_>,
+    rt: &Runtime,
+    key: &CellKey,
+    policy: bool,
+    f: impl FnOnce(&[Container<'_>]) -> Result<T, CellError>,
+) -> Result<T, CellError> {
     let mut neighbours = Vec::new();
     let mut dirs = Vec::new();
     let result = (|| {
@@ -175,7 +262,11 @@ pub fn run(
                 work: &work,
                 args: neighbour_args(ctx.scenario, key.neighbour_size),
                 run_id: ctx.run_id,
-                annotations: neighbour_annotations(ctx.scenario, rt),
+                annotations: if policy {
+                    neighbour_annotations(rt)
+                } else {
+                    Vec::new()
+                },
             };
             neighbours.push(Container::start(
                 rt,
@@ -185,19 +276,73 @@ pub fn run(
                 &id,
             )?);
         }
-        sleep(
-            Duration::from_secs(u64::from(ctx.scenario.warmup)),
-            ctx.stop,
-        )?;
-        (ctx.step)(Step::Interference);
-        victim_phase(ctx, rt, w, "noise", &neighbours)
+        f(&neighbours)
     })();
     // Neighbours go first, then their files: deleting a file drops its dirty pages.
     drop(neighbours);
     for d in dirs {
         let _ = std::fs::remove_dir_all(d);
     }
-    Ok((baseline, result?))
+    result
+}
+
+/// The disk's counters over `duration` seconds while only the neighbours work.
+fn window(
+    ctx: &CellCtx<'_>,
+    idle: Option<&Container<'_>>,
+    rt: &Runtime,
+) -> Result<NeighbourWindow, CellError> {
+    let before = counters::read_disk(Path::new("/"), ctx.disk)?;
+    let t0 = Instant::now();
+    sleep(
+        Duration::from_secs(u64::from(ctx.scenario.duration)),
+        ctx.stop,
+    )?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let after = counters::read_disk(Path::new("/"), ctx.disk)?;
+    let victim_policy = idle.and_then(|c| policy_of(rt, &c.id));
+    Ok(NeighbourWindow {
+        disk: after.since(&before),
+        seconds,
+        victim_policy,
+    })
+}
+
+/// An idle victim (the victim's annotations, `sleep`) beside the running neighbours,
+/// and the neighbours' window while it idles.
+fn idle_victim_window(ctx: &CellCtx<'_>, rt: &Runtime) -> Result<NeighbourWindow, CellError> {
+    let id = (ctx.new_id)("idle");
+    let dir = ctx.run_dir.join(&id);
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).map_err(|source| CellError::Io {
+        path: work.clone(),
+        source,
+    })?;
+    let result = (|| {
+        let spec = BundleSpec {
+            rootfs: ctx.rootfs,
+            work: &work,
+            args: vec!["sleep".into(), "100000".into()],
+            run_id: ctx.run_id,
+            annotations: victim_annotations(ctx.scenario, rt),
+        };
+        let c = Container::start(rt, ctx.journal, &dir.join("bundle"), &spec, &id)?;
+        window(ctx, Some(&c), rt)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// siloc's `io.siloc.io.policy` for container `id`, under a policy runtime.
+fn policy_of(rt: &Runtime, id: &str) -> Option<String> {
+    if !rt.entry.policy {
+        return None;
+    }
+    rt.state(id).ok().flatten().and_then(|v| {
+        v["annotations"][annotations::OUT_IO_POLICY]
+            .as_str()
+            .map(str::to_string)
+    })
 }
 
 /// The neighbours' loop: `dd` over one large file, fsynced at the end, forever.
@@ -213,25 +358,24 @@ pub fn neighbour_args(s: &Scenario, size: u64) -> Vec<String> {
     ]
 }
 
-/// Annotations of a neighbour: the policy's I/O class under a policy runtime.
-fn neighbour_annotations(s: &Scenario, rt: &Runtime) -> Vec<(String, String)> {
-    if rt.entry.policy {
-        vec![(
-            annotations::IO_CLASS.to_string(),
-            s.policy.neighbour_class.clone(),
-        )]
-    } else {
-        Vec::new()
+/// Annotations of a neighbour under a policy runtime: its neighbour class, if any.
+fn neighbour_annotations(rt: &Runtime) -> Vec<(String, String)> {
+    match (&rt.entry.neighbour_class, rt.entry.policy) {
+        (Some(c), true) => vec![(annotations::IO_CLASS.to_string(), c.clone())],
+        _ => Vec::new(),
     }
 }
 
-/// Annotations of the victim: node placement under a policy runtime.
+/// Annotations of the victim under a policy runtime: node placement, and its class.
 fn victim_annotations(s: &Scenario, rt: &Runtime) -> Vec<(String, String)> {
-    if rt.entry.policy {
-        vec![(annotations::NUMA.to_string(), s.policy.victim_numa.clone())]
-    } else {
-        Vec::new()
+    if !rt.entry.policy {
+        return Vec::new();
     }
+    let mut a = vec![(annotations::NUMA.to_string(), s.policy.victim_numa.clone())];
+    if let Some(c) = &rt.entry.victim_class {
+        a.push((annotations::IO_CLASS.to_string(), c.clone()));
+    }
+    a
 }
 
 /// Runs the victim once and reads the counters around it.
@@ -270,14 +414,8 @@ fn victim_phase(
             counters::read_cgroup(Path::new("/"), ctx.cgroup_io, &cgroup_path(&n.id), ctx.disk)
         })
         .collect();
-    let neighbour_policy = match (rt.entry.policy, neighbours.first()) {
-        (true, Some(n)) => rt.state(&n.id).ok().flatten().and_then(|v| {
-            v["annotations"][annotations::OUT_IO_POLICY]
-                .as_str()
-                .map(str::to_string)
-        }),
-        _ => None,
-    };
+    let neighbour_policy = neighbours.first().and_then(|n| policy_of(rt, &n.id));
+    let victim_policy = policy_of(rt, &id);
     let text = std::fs::read_to_string(&out_host).unwrap_or_default();
     let log = victim.log.clone();
     drop(victim);
@@ -299,6 +437,7 @@ fn victim_phase(
         seconds,
         victim_file_cached,
         neighbour_policy,
+        victim_policy,
     })
 }
 
@@ -347,6 +486,7 @@ mod tests {
             seconds: 10.0,
             victim_file_cached: None,
             neighbour_policy: None,
+            victim_policy: None,
         };
         assert_eq!(p.others_write_bps(1, 9), 100.0);
         p.fio.write.bw_bytes = 50.0;

@@ -3,12 +3,12 @@
 //! size), a zero line, ticks, and a legend.
 
 /// Series colours (colour-blind safe, Okabe–Ito).
-const COLOURS: [&str; 8] = [
+pub(super) const COLOURS: [&str; 8] = [
     "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
 ];
 
 /// Escapes text for SVG.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

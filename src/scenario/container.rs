@@ -167,6 +167,8 @@ impl Journal {
                         path: None,
                         args: e.args.clone(),
                         policy: false,
+                        victim_class: None,
+                        neighbour_class: None,
                     },
                     bin: e.bin.clone(),
                     state_root: e.root.clone(),

@@ -146,6 +146,15 @@ pub struct Neighbours {
     pub sizes: Vec<u64>,
     /// dd block size in bytes.
     pub bs: u64,
+    /// Measure the neighbours alone (no victim, no policy: what the disk gives them)
+    /// in each cell, so the report has the share they kept.
+    #[serde(default)]
+    pub alone: bool,
+    /// Measure the neighbours, under the runtime's policy, beside an idle victim (a
+    /// container with the victim's class doing no I/O): a work-conserving class
+    /// leaves them the disk.
+    #[serde(default)]
+    pub idle_victim: bool,
 }
 
 /// One I/O class, copied to `[io.class.NAME]` of the siloc config the runner writes.
@@ -158,6 +167,26 @@ pub struct ClassLimits {
     pub riops: Option<u64>,
     pub wiops: Option<u64>,
     pub weight: Option<u16>,
+    /// io.latency target, `"2ms"`, `"500us"` ([`crate::iopolicy::parse_latency`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_target: Option<String>,
+}
+
+impl ClassLimits {
+    /// The class as siloc's policy limits (bytes/s, IOPS, weight, µs).
+    pub fn limits(&self) -> crate::iopolicy::IoLimits {
+        crate::iopolicy::IoLimits {
+            rbps: self.rbps.map(|s| s.0),
+            wbps: self.wbps.map(|s| s.0),
+            riops: self.riops,
+            wiops: self.wiops,
+            weight: self.weight,
+            latency: self
+                .latency_target
+                .as_deref()
+                .and_then(|l| crate::iopolicy::parse_latency(l).ok()),
+        }
+    }
 }
 
 /// What a runtime with `policy = true` asks of siloc through annotations.
@@ -182,6 +211,13 @@ pub struct RuntimeEntry {
     pub args: Vec<String>,
     /// siloc only: apply [`Policy`] through annotations.
     pub policy: bool,
+    /// Policy runtimes: `io.siloc.io.class` on the victim (`None`: none).
+    #[serde(default)]
+    pub victim_class: Option<String>,
+    /// Policy runtimes: `io.siloc.io.class` on each neighbour: the runtime's own
+    /// `neighbour_class`, else `[policy] neighbour_class`; `None` (written `""`): none.
+    #[serde(default)]
+    pub neighbour_class: Option<String>,
 }
 
 /// A validated scenario, `--quick` already applied. Times in seconds, sizes in bytes.
@@ -277,6 +313,10 @@ struct RawNeighbours {
     sizes: Spanned<Vec<Size>>,
     #[serde(default = "one_mib")]
     bs: Spanned<Size>,
+    #[serde(default = "yes")]
+    alone: bool,
+    #[serde(default = "yes")]
+    idle_victim: bool,
 }
 
 fn one_mib() -> Spanned<Size> {
@@ -308,6 +348,10 @@ struct RawRuntime {
     args: Vec<String>,
     #[serde(default)]
     policy: Option<Spanned<bool>>,
+    #[serde(default)]
+    victim_class: Option<Spanned<String>>,
+    #[serde(default)]
+    neighbour_class: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -607,12 +651,20 @@ fn build(
                 format!("args: {a:?}: use long flags (runsc rejects short ones)"),
             ));
         }
+        if !policy && let Some(c) = r.victim_class.as_ref().or(r.neighbour_class.as_ref()) {
+            return Err(bad(
+                c.span(),
+                "a class needs policy = true (siloc reads it from io.siloc.io.class)".into(),
+            ));
+        }
         runtimes.push(RuntimeEntry {
             name,
             kind,
             path: r.path.clone(),
             args: r.args.clone(),
             policy,
+            victim_class: None,
+            neighbour_class: None,
         });
     }
     if runtimes.is_empty() {
@@ -649,6 +701,11 @@ fn build(
                 if !is_plain_name(name) {
                     return Err(bad(c.span(), format!("class name {name:?}")));
                 }
+                if let Some(l) = &c.get_ref().latency_target
+                    && let Err(m) = crate::iopolicy::parse_latency(l)
+                {
+                    return Err(bad(c.span(), format!("latency_target: {m}")));
+                }
                 if let Some(w) = c.get_ref().weight
                     && !(1..=10_000).contains(&w)
                 {
@@ -684,6 +741,24 @@ fn build(
         }
     };
 
+    // Each policy runtime's classes: its own, else the [policy] default for neighbours.
+    for (entry, r) in runtimes.iter_mut().zip(&raw.runtime) {
+        if !entry.policy {
+            continue;
+        }
+        let pick = |c: &Option<Spanned<String>>, default: Option<&str>| match c {
+            Some(c) if c.get_ref().is_empty() => Ok(None),
+            Some(c) if !policy.classes.contains_key(c.get_ref()) => Err(bad(
+                c.span(),
+                format!("no [policy.class.{}] table", c.get_ref()),
+            )),
+            Some(c) => Ok(Some(c.get_ref().clone())),
+            None => Ok(default.filter(|d| !d.is_empty()).map(str::to_string)),
+        };
+        entry.victim_class = pick(&r.victim_class, None)?;
+        entry.neighbour_class = pick(&r.neighbour_class, Some(&policy.neighbour_class))?;
+    }
+
     Ok(Scenario {
         target,
         duration: *duration.get_ref(),
@@ -697,6 +772,8 @@ fn build(
             count: *count.get_ref(),
             sizes: sizes.get_ref().iter().map(|s| s.0).collect(),
             bs: nbs,
+            alone: raw.neighbours.alone,
+            idle_victim: raw.neighbours.idle_victim,
         },
         policy,
         runtimes,
@@ -735,8 +812,36 @@ kind = "runc"
         let quick = Scenario::builtin(true).unwrap();
         assert_eq!(full.workloads.len(), 3);
         assert_eq!(full.neighbours.sizes, vec![4 << 30, 8 << 30, 16 << 30]);
-        assert_eq!(full.runtimes.len(), 6);
+        assert_eq!(full.runtimes.len(), 8);
         assert!(full.runtimes.iter().any(|r| r.policy));
+        let by = |n: &str| full.runtimes.iter().find(|r| r.name == n).unwrap();
+        assert_eq!(
+            (
+                by("siloc-policy").victim_class.as_deref(),
+                by("siloc-policy").neighbour_class.as_deref()
+            ),
+            (None, Some("noisy"))
+        );
+        assert_eq!(
+            (
+                by("siloc-latency").victim_class.as_deref(),
+                by("siloc-latency").neighbour_class.as_deref()
+            ),
+            (Some("latency-critical"), None)
+        );
+        assert_eq!(
+            (
+                by("siloc-weight").victim_class.as_deref(),
+                by("siloc-weight").neighbour_class.as_deref()
+            ),
+            (Some("critical"), Some("besteffort"))
+        );
+        assert_eq!(by("runc").neighbour_class, None);
+        assert_eq!(
+            full.policy.classes["latency-critical"].limits().latency,
+            Some(2000)
+        );
+        assert!(full.neighbours.alone && full.neighbours.idle_victim);
         assert_eq!(quick.neighbours.sizes, vec![4 << 30]);
         assert!(quick.duration < full.duration && quick.repetitions == 1);
         assert!(quick.cell_count() < full.cell_count());
@@ -823,6 +928,20 @@ kind = "runc"
         );
         let t = MINIMAL.replace("kind = \"runc\"", "kind = \"runc\"\nargs = [\"-d\"]");
         assert!(err(&t).contains("long flags"));
+        let t = format!(
+            "{MINIMAL}[[runtime]]\nname = \"sp\"\nkind = \"siloc\"\npolicy = true\nvictim_class = \"gold\"\n[policy]\nneighbour_class = \"x\"\n[policy.class.x]\nwbps = \"1M\"\n"
+        );
+        let e = err(&t);
+        assert!(
+            e.contains("runtime[2].victim_class") && e.contains("[policy.class.gold]"),
+            "{e}"
+        );
+        let t = MINIMAL.replace("kind = \"runc\"", "kind = \"runc\"\nvictim_class = \"x\"");
+        assert!(err(&t).contains("policy = true"), "{}", err(&t));
+        let t = format!(
+            "{MINIMAL}[policy]\nneighbour_class = \"x\"\n[policy.class.x]\nlatency_target = \"soon\"\n"
+        );
+        assert!(err(&t).contains("latency_target"), "{}", err(&t));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - [`counters`], [`host`]: /proc/diskstats, cgroup I/O statistics, host facts
 //! - [`cell`]: one cell (baseline, then interference)
 //! - [`run`], [`store`], [`progress`]: the whole run, results.jsonl, the progress bar
-//! - [`report`], [`chart`]: tables (terminal, Markdown, CSV, JSON) and SVG charts
+//! - [`report`], [`chart`], [`price`]: tables (terminal, Markdown, CSV, JSON) and SVG
+//!   charts (bars, the isolation trade-off, p99 on a log axis)
 
 pub mod cell;
 pub mod chart;
@@ -20,6 +21,7 @@ pub mod file;
 pub mod fio;
 pub mod host;
 pub mod image;
+pub mod price;
 pub mod progress;
 pub mod report;
 pub mod run;

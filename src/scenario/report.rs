@@ -5,6 +5,11 @@
 //! Drop % = (1 - IOPS under noise / baseline IOPS) x 100; rise % = (p99 under noise /
 //! baseline p99 - 1) x 100. p99 is fio's completion latency (clat) p99, of reads and
 //! writes together for mixed workloads.
+//!
+//! The price of isolation: nbr kept % = what the disk wrote for the neighbours while
+//! the victim ran / what it wrote with the neighbours alone (no victim, no policy)
+//! x 100; idle % = what it wrote for them, under the policy, beside an idle victim /
+//! alone x 100 (a work-conserving class keeps this near 100 %).
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +19,7 @@ use super::cell::{CellResult, Phase};
 use super::chart;
 use super::counters::CgroupIo;
 use super::file::{Scenario, Workload};
+use super::price;
 use super::store::{RunMeta, Store, StoreError};
 use crate::units::format_size;
 
@@ -30,14 +36,21 @@ pub enum ReportError {
 }
 
 /// Files the report writes into the output directory.
-pub const FILES: [&str; 6] = [
+pub const FILES: [&str; 7] = [
     "report.txt",
     "report.md",
     "report.csv",
     "report.json",
     "iops-drop.svg",
-    "p99-rise.svg",
+    "p99.svg",
+    "tradeoff.svg",
 ];
+
+/// The goal the trade-off chart shades (issue 18): the victim keeps at least this %
+/// of its baseline IOPS while the neighbours keep at least [`GOAL_NEIGHBOUR_PCT`] of
+/// what they write alone.
+pub const GOAL_VICTIM_PCT: f64 = 90.0;
+pub const GOAL_NEIGHBOUR_PCT: f64 = 70.0;
 
 /// Share of fio's bytes the disk must have seen before the figures count as disk
 /// figures: below it, fio measured a cache (runsc ignores O_DIRECT).
@@ -79,6 +92,17 @@ pub struct Row {
     pub not_on_disk: bool,
     /// Write limits on buffered writers under cgroup v1: flusher writeback escapes.
     pub v1_writeback: bool,
+    /// noise IOPS / baseline IOPS x 100.
+    pub victim_iops_kept_pct: f64,
+    /// Bytes/s the disk wrote with the neighbours alone (no victim, no policy);
+    /// `None`: not measured.
+    pub neighbour_alone_bw: Option<f64>,
+    /// Bytes/s it wrote for them under the policy beside an idle victim.
+    pub neighbour_idle_bw: Option<f64>,
+    /// neighbour_write_bw / neighbour_alone_bw x 100.
+    pub neighbour_kept_pct: Option<f64>,
+    /// neighbour_idle_bw / neighbour_alone_bw x 100.
+    pub idle_share_pct: Option<f64>,
 }
 
 /// The whole report.
@@ -89,6 +113,8 @@ pub struct Report {
     pub errors: Vec<String>,
     /// Per policy runtime: siloc's decision for its neighbours (`io.siloc.io.policy`).
     pub policies: std::collections::BTreeMap<String, String>,
+    /// Per policy runtime: siloc's decision for its victim, when it had a class.
+    pub victim_policies: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads a run's directory and builds the report. Errors: missing or bad files.
@@ -181,11 +207,26 @@ pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
                     .iter()
                     .filter_map(|c| Some((c.baseline.as_ref()?, c.noise.as_ref()?)))
                     .collect();
+                let windows = |f: &dyn Fn(&CellResult) -> Option<f64>| {
+                    let v: Vec<f64> = mine
+                        .iter()
+                        .filter(|c| c.noise.is_some())
+                        .filter_map(|c| f(c))
+                        .collect();
+                    (!v.is_empty()).then(|| mean(&v))
+                };
+                let alone = windows(&|c| c.alone.as_ref().map(|w| w.write_bps()));
+                let idle = windows(&|c| c.idle.as_ref().map(|w| w.write_bps()));
+                let share = |v: Option<f64>| match (v, alone) {
+                    (Some(v), Some(a)) if a > 0.0 => Some(v / a * 100.0),
+                    _ => None,
+                };
                 let col = |f: &dyn Fn(&Phase, &Phase) -> f64| {
                     mean(&ok.iter().map(|(b, n)| f(b, n)).collect::<Vec<_>>())
                 };
                 let baseline_iops = col(&|b, _| b.fio.total.iops);
                 let noise_iops = col(&|_, n| n.fio.total.iops);
+                let neighbour_write_bw = col(&|_, n| n.others_write_bps(s.ramp, s.duration));
                 let baseline_p99_us = col(&|b, _| b.fio.total.clat_p99_us);
                 let noise_p99_us = col(&|_, n| n.fio.total.clat_p99_us);
                 let shares: Vec<f64> = ok.iter().filter_map(|(b, _)| disk_share(b)).collect();
@@ -215,11 +256,20 @@ pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
                     p99_rise_pct: pct_rise(baseline_p99_us, noise_p99_us),
                     baseline_bw: col(&|b, _| b.fio.total.bw_bytes),
                     noise_bw: col(&|_, n| n.fio.total.bw_bytes),
-                    neighbour_write_bw: col(&|_, n| n.others_write_bps(s.ramp, s.duration)),
+                    neighbour_write_bw,
                     disk_share,
                     cached_share,
                     not_on_disk,
                     v1_writeback: r.policy && meta.host.cgroup_io == CgroupIo::V1,
+                    victim_iops_kept_pct: if baseline_iops > 0.0 {
+                        noise_iops / baseline_iops * 100.0
+                    } else {
+                        0.0
+                    },
+                    neighbour_alone_bw: alone,
+                    neighbour_idle_bw: idle,
+                    neighbour_kept_pct: share((!ok.is_empty()).then_some(neighbour_write_bw)),
+                    idle_share_pct: share(idle),
                 });
             }
         }
@@ -232,11 +282,20 @@ pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
                 .or_insert_with(|| p.clone());
         }
     }
+    let mut victim_policies = std::collections::BTreeMap::new();
+    for c in cells {
+        if let Some(p) = c.noise.as_ref().and_then(|n| n.victim_policy.as_ref()) {
+            victim_policies
+                .entry(c.key.runtime.clone())
+                .or_insert_with(|| p.clone());
+        }
+    }
     Report {
         meta,
         rows,
         errors,
         policies,
+        victim_policies,
     }
 }
 
@@ -296,7 +355,7 @@ pub fn describe(w: &Workload) -> String {
     d
 }
 
-const HEADER: [&str; 11] = [
+const HEADER: [&str; 14] = [
     "runtime",
     "neighbours",
     "IOPS",
@@ -306,11 +365,18 @@ const HEADER: [&str; 11] = [
     "p99 ms noisy",
     "rise",
     "nbr MB/s",
+    "nbr alone",
+    "nbr kept",
+    "idle",
     "n",
     "notes",
 ];
 
-fn cells_of(r: &Row, s: &Scenario) -> [String; 11] {
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or("-".to_string(), f)
+}
+
+fn cells_of(r: &Row, s: &Scenario) -> [String; 14] {
     [
         r.runtime.clone(),
         format!("{}x{}", s.neighbours.count, format_size(r.neighbour_size)),
@@ -321,6 +387,9 @@ fn cells_of(r: &Row, s: &Scenario) -> [String; 11] {
         ms(r.noise_p99_us),
         pct(r.p99_rise_pct),
         mbs(r.neighbour_write_bw),
+        opt(r.neighbour_alone_bw, mbs),
+        opt(r.neighbour_kept_pct, pct),
+        opt(r.idle_share_pct, pct),
         r.cells.to_string(),
         marks(r),
     ]
@@ -357,7 +426,7 @@ impl Report {
 
     fn legend(&self) -> Vec<String> {
         let mut l = vec![
-            "drop: IOPS lost under noise; rise: p99 completion latency gained; nbr MB/s: what the disk wrote for the neighbours while the victim ran (the price of isolation); n: repetitions averaged".to_string(),
+            "drop: IOPS lost under noise; rise: p99 completion latency gained; nbr MB/s: what the disk wrote for the neighbours while the victim ran (the price of isolation); nbr alone: what it wrote for them alone, no victim, no policy; nbr kept: nbr MB/s / nbr alone; idle: what it wrote for them under the policy beside an idle victim / nbr alone (a work-conserving class keeps it near 100%); n: repetitions averaged".to_string(),
         ];
         if self.rows.iter().any(|r| r.not_on_disk) {
             l.push(format!(
@@ -374,6 +443,9 @@ impl Report {
         }
         for (name, p) in &self.policies {
             l.push(format!("{name}: neighbours ran with {p}"));
+        }
+        for (name, p) in &self.victim_policies {
+            l.push(format!("{name}: the victim ran with {p}"));
         }
         for sk in &self.meta.skipped {
             l.push(format!("skipped {}: {}", sk.name, sk.note));
@@ -395,7 +467,7 @@ impl Report {
             }
             out.push_str(&describe(w));
             out.push('\n');
-            let body: Vec<[String; 11]> = rows.iter().map(|r| cells_of(r, s)).collect();
+            let body: Vec<[String; 14]> = rows.iter().map(|r| cells_of(r, s)).collect();
             let mut width = HEADER.map(str::len);
             for b in &body {
                 for (i, c) in b.iter().enumerate() {
@@ -406,7 +478,7 @@ impl Report {
                 let mut l = String::from(" ");
                 for (i, c) in cols.iter().enumerate() {
                     let pad = width[i] - c.chars().count();
-                    if i < 2 || i == 10 {
+                    if i < 2 || i == HEADER.len() - 1 {
                         l.push_str(&format!(" {c}{}", " ".repeat(pad)));
                     } else {
                         l.push_str(&format!(" {}{c}", " ".repeat(pad)));
@@ -442,7 +514,7 @@ impl Report {
             }
             out.push_str(&format!("## {}\n\n", describe(w)));
             out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
-            out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+            out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
             for r in rows {
                 out.push_str(&format!("| {} |\n", cells_of(r, s).join(" | ")));
             }
@@ -457,7 +529,7 @@ impl Report {
     /// One CSV line per row, raw numbers (IOPS, µs, bytes/s).
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "workload,runtime,neighbours,neighbour_size_bytes,cells,failed,baseline_iops,noise_iops,iops_drop_pct,baseline_p99_us,noise_p99_us,p99_rise_pct,baseline_bw_bytes,noise_bw_bytes,neighbour_write_bw_bytes,disk_share,cached_share,not_on_disk,cgroup_v1_writeback\n",
+            "workload,runtime,neighbours,neighbour_size_bytes,cells,failed,baseline_iops,noise_iops,iops_drop_pct,baseline_p99_us,noise_p99_us,p99_rise_pct,baseline_bw_bytes,noise_bw_bytes,neighbour_write_bw_bytes,disk_share,cached_share,not_on_disk,cgroup_v1_writeback,victim_iops_kept_pct,neighbour_alone_bw_bytes,neighbour_idle_bw_bytes,neighbour_kept_pct,idle_share_pct\n",
         );
         for r in &self.rows {
             let fields = [
@@ -482,6 +554,19 @@ impl Report {
                     .unwrap_or_default(),
                 r.not_on_disk.to_string(),
                 r.v1_writeback.to_string(),
+                format!("{:.1}", r.victim_iops_kept_pct),
+                r.neighbour_alone_bw
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_default(),
+                r.neighbour_idle_bw
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_default(),
+                r.neighbour_kept_pct
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_default(),
+                r.idle_share_pct
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_default(),
             ];
             out.push_str(&fields.join(","));
             out.push('\n');
@@ -494,9 +579,9 @@ impl Report {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// The two charts: (IOPS drop, p99 rise), grouped by runtime, one bar per
-    /// workload and neighbour size.
-    pub fn charts(&self) -> (String, String) {
+    /// The three charts: (IOPS drop bars, p99 in ms on a log axis with baseline
+    /// beside noisy, the isolation trade-off scatter), grouped by runtime.
+    pub fn charts(&self) -> (String, String, String) {
         let s = &self.meta.scenario;
         let groups: Vec<String> = s
             .runtimes
@@ -504,30 +589,25 @@ impl Report {
             .filter(|r| self.rows.iter().any(|x| x.runtime == r.name))
             .map(|r| r.name.clone())
             .collect();
+        let row = |g: &str, w: &str, size: u64| {
+            self.rows.iter().find(|r| {
+                r.runtime == g && r.workload == w && r.neighbour_size == size && r.cells > 0
+            })
+        };
         let mut drop = Vec::new();
-        let mut rise = Vec::new();
+        let mut p99 = Vec::new();
+        let mut labels = Vec::new();
         for w in &s.workloads {
             for &size in &s.neighbours.sizes {
-                let pick = |f: &dyn Fn(&Row) -> f64| -> Vec<Option<chart::Bar>> {
-                    groups
-                        .iter()
-                        .map(|g| {
-                            self.rows
-                                .iter()
-                                .find(|r| {
-                                    &r.runtime == g
-                                        && r.workload == w.name
-                                        && r.neighbour_size == size
-                                        && r.cells > 0
-                                })
-                                .map(|r| chart::Bar {
-                                    value: f(r),
-                                    mark: r.not_on_disk.then(|| "a".to_string()),
-                                })
+                let d: Vec<Option<chart::Bar>> = groups
+                    .iter()
+                    .map(|g| {
+                        row(g, &w.name, size).map(|r| chart::Bar {
+                            value: r.iops_drop_pct,
+                            mark: r.not_on_disk.then(|| "a".to_string()),
                         })
-                        .collect()
-                };
-                let d = pick(&|r| r.iops_drop_pct);
+                    })
+                    .collect();
                 if d.iter().all(Option::is_none) {
                     continue;
                 }
@@ -536,8 +616,27 @@ impl Report {
                 } else {
                     w.name.clone()
                 };
+                let colour = labels.len();
+                let ms_of = |f: fn(&Row) -> f64| -> Vec<Option<f64>> {
+                    groups
+                        .iter()
+                        .map(|g| row(g, &w.name, size).map(|r| f(r) / 1000.0))
+                        .collect()
+                };
+                p99.push((
+                    format!("{label} baseline"),
+                    colour,
+                    true,
+                    ms_of(|r| r.baseline_p99_us),
+                ));
+                p99.push((
+                    format!("{label} noisy"),
+                    colour,
+                    false,
+                    ms_of(|r| r.noise_p99_us),
+                ));
                 drop.push((label.clone(), d));
-                rise.push((label, pick(&|r| r.p99_rise_pct)));
+                labels.push((label, w.name.clone(), size));
             }
         }
         let mut notes = vec![format!(
@@ -556,6 +655,34 @@ impl Report {
                 "a (pale): fio's I/O did not reach the disk (page cache figures)".to_string(),
             );
         }
+        let mut points = Vec::new();
+        let mut without = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            for (li, (label, w, size)) in labels.iter().enumerate() {
+                let Some(r) = row(g, w, *size) else { continue };
+                match r.neighbour_kept_pct {
+                    Some(x) if !r.not_on_disk => points.push(price::Point {
+                        x,
+                        y: r.victim_iops_kept_pct,
+                        runtime: gi,
+                        workload: li,
+                    }),
+                    Some(_) => without.push(format!("{g} {label} (page cache figures)")),
+                    None => without.push(format!("{g} {label} (neighbours alone not measured)")),
+                }
+            }
+        }
+        let mut tnotes = vec![format!(
+            "goal (shaded): victim >= {GOAL_VICTIM_PCT:.0}% of its baseline IOPS, neighbours >= {GOAL_NEIGHBOUR_PCT:.0}% of what they write alone"
+        )];
+        tnotes.push(notes[0].clone());
+        if !without.is_empty() {
+            tnotes.push(format!("no point: {}", without.join(", ")));
+        }
+        for sk in &self.meta.skipped {
+            tnotes.push(format!("skipped {}: {}", sk.name, sk.note));
+        }
+        let label_names: Vec<String> = labels.iter().map(|l| l.0.clone()).collect();
         (
             chart::grouped_bars(
                 "IOPS drop under noisy neighbours",
@@ -564,26 +691,35 @@ impl Report {
                 &drop,
                 &notes,
             ),
-            chart::grouped_bars(
-                "p99 latency rise under noisy neighbours",
-                "rise %",
+            price::log_bars(
+                "p99 completion latency, baseline (pale) and beside noisy neighbours",
+                "p99 ms (log scale)",
                 &groups,
-                &rise,
+                &p99,
                 &notes,
+            ),
+            price::tradeoff(
+                "The price of isolation: victim IOPS kept vs neighbour throughput kept",
+                &groups,
+                &label_names,
+                &points,
+                (GOAL_NEIGHBOUR_PCT, GOAL_VICTIM_PCT),
+                &tnotes,
             ),
         )
     }
 
     /// Writes every format into `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), ReportError> {
-        let (drop, rise) = self.charts();
+        let (drop, p99, tradeoff) = self.charts();
         for (name, text) in FILES.iter().zip([
             self.text(),
             self.markdown(),
             self.csv(),
             self.json(),
             drop,
-            rise,
+            p99,
+            tradeoff,
         ]) {
             let p = dir.join(name);
             std::fs::write(&p, text).map_err(|source| ReportError::Io {
@@ -639,7 +775,19 @@ mod tests {
             seconds: 10.0,
             victim_file_cached: Some(0),
             neighbour_policy: None,
+            victim_policy: None,
         }
+    }
+
+    fn window(bytes_per_s: u64) -> Option<crate::scenario::cell::NeighbourWindow> {
+        Some(crate::scenario::cell::NeighbourWindow {
+            disk: DiskCounters {
+                write_bytes: bytes_per_s * 10,
+                ..Default::default()
+            },
+            seconds: 10.0,
+            victim_policy: None,
+        })
     }
 
     fn report(cgroup_io: CgroupIo) -> Report {
@@ -680,6 +828,9 @@ mod tests {
             seconds: 30.0,
             baseline: Some(b),
             noise: Some(n),
+            // the neighbours alone: 400 MB/s; beside an idle victim: the same
+            alone: window(400_000_000),
+            idle: window(400_000_000),
             error: None,
         };
         let g = 1 << 30;
@@ -751,6 +902,11 @@ mod tests {
             (runc.neighbour_write_bw - (3.0 * 1073741824.0 - 1073741824.0 / 20.0) / 10.0).abs()
                 < 1.0
         );
+        assert!((runc.victim_iops_kept_pct - 5.0).abs() < 1e-9);
+        assert_eq!(runc.neighbour_alone_bw, Some(400e6));
+        assert_eq!(runc.idle_share_pct, Some(100.0));
+        let kept = runc.neighbour_write_bw / 400e6 * 100.0;
+        assert!((runc.neighbour_kept_pct.unwrap() - kept).abs() < 1e-9);
         let runsc = r.rows.iter().find(|x| x.runtime == "runsc").unwrap();
         assert!(runsc.not_on_disk && runsc.disk_share == Some(0.0));
         let crun = r.rows.iter().find(|x| x.runtime == "crun").unwrap();
@@ -780,6 +936,14 @@ mod tests {
             runc_line.contains(" 95%") && runc_line.contains("41.0") && runc_line.contains("0.25"),
             "{runc_line}"
         );
+        // nbr MB/s, nbr alone, nbr kept, idle
+        assert!(
+            runc_line.contains(" 317 ")
+                && runc_line.contains(" 400 ")
+                && runc_line.contains(" 79% ")
+                && runc_line.contains(" 100% "),
+            "{runc_line}"
+        );
         assert!(t.contains("[a] fio's O_DIRECT I/O did not reach the disk"));
         assert!(t.contains("[b] cgroup v1"));
         assert!(t.contains("skipped youki: not installed"));
@@ -793,7 +957,14 @@ mod tests {
                 && md.contains("| runc | 2x4G | 4000 | 200 | 95% |"),
             "{md}"
         );
+        assert!(md.contains("| nbr alone | nbr kept | idle |"), "{md}");
         let csv = r.csv();
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",neighbour_kept_pct,idle_share_pct")
+        );
         assert_eq!(csv.lines().count(), 1 + r.rows.len());
         assert!(
             csv.lines().nth(1).unwrap().split(',').count()
@@ -801,9 +972,19 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(json["rows"].as_array().unwrap().len(), r.rows.len());
-        let (drop, rise) = r.charts();
+        let (drop, p99, tradeoff) = r.charts();
         assert!(drop.starts_with("<svg") && drop.contains("runc") && drop.contains("randrw"));
-        assert!(rise.contains("p99"));
+        assert!(p99.contains("p99 ms (log scale)") && p99.contains("randrw noisy"));
+        // runc: victim kept 5%, neighbours (3 GiB - victim) / 10 s of 400 MB/s alone
+        assert!(
+            tradeoff.contains("runc randrw: victim 5%, neighbours 79%"),
+            "{tradeoff}"
+        );
+        // runsc and crun measured the page cache: no point, said so
+        assert!(
+            tradeoff.contains("runsc randrw (page cache figures)"),
+            "{tradeoff}"
+        );
     }
 
     #[test]

@@ -244,6 +244,9 @@ pub fn siloc_config(
         if let Some(v) = c.weight {
             t.push_str(&format!("weight = {v}\n"));
         }
+        if let Some(v) = &c.latency_target {
+            t.push_str(&format!("latency_target = {v:?}\n"));
+        }
     }
     t
 }
@@ -278,7 +281,47 @@ fn lay_out(path: &Path, size: u64, stop: &dyn Fn() -> bool) -> Result<(), RunErr
 
 /// Seconds one cell is expected to take (for the progress bar's first estimate).
 fn cell_estimate(s: &Scenario) -> f64 {
-    f64::from(2 * (s.ramp + s.duration) + s.warmup) + 6.0
+    let alone = if s.neighbours.alone {
+        s.warmup + s.duration
+    } else {
+        0
+    };
+    let idle = if s.neighbours.idle_victim {
+        s.duration
+    } else {
+        0
+    };
+    f64::from(2 * (s.ramp + s.duration) + s.warmup + alone + idle) + 6.0
+}
+
+/// What the classes of policy runtime `entry` need on the target's disk that this
+/// host does not offer (`iopolicy::host::unmet`), as one note; `None`: all applies.
+/// Such a runtime is skipped, so the report says why instead of showing a figure.
+pub fn unmet_classes(
+    s: &Scenario,
+    entry: &super::file::RuntimeEntry,
+    cgroup: &crate::iopolicy::CgroupIo,
+    disk: &str,
+    dev: crate::locality::DevNum,
+    sched: Option<&crate::iopolicy::Scheduler>,
+) -> Option<String> {
+    if !entry.policy {
+        return None;
+    }
+    let mut notes = Vec::new();
+    for (role, class) in [
+        ("victim", &entry.victim_class),
+        ("neighbour", &entry.neighbour_class),
+    ] {
+        let Some(c) = class else { continue };
+        let Some(limits) = s.policy.classes.get(c).map(ClassLimits::limits) else {
+            continue;
+        };
+        for m in crate::iopolicy::host::unmet(&limits, cgroup, disk, dev, sched) {
+            notes.push(format!("{role} class {c}: {m}"));
+        }
+    }
+    (!notes.is_empty()).then(|| format!("this host cannot apply it: {}", notes.join("; ")))
 }
 
 /// Runs the scenario. Errors stop the run; a failing cell is recorded and the run
@@ -419,7 +462,27 @@ fn run_locked(
     )?;
     let mut ready: Vec<Runtime> = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();
+    let host_cgroup = crate::iopolicy::CgroupIo::read(Path::new("/sys/fs/cgroup"));
+    let host_sched = crate::iopolicy::read_scheduler(Path::new("/sys"), &facts.disk.name);
+    let target_dev = crate::locality::DevNum::new(
+        u32::try_from(facts.disk.major).unwrap_or(u32::MAX),
+        u32::try_from(facts.disk.minor).unwrap_or(u32::MAX),
+    );
     for entry in &s.runtimes {
+        if let Some(note) = unmet_classes(
+            s,
+            entry,
+            &host_cgroup,
+            &facts.disk.name,
+            target_dev,
+            host_sched.as_ref(),
+        ) {
+            skipped.push(Skipped {
+                name: entry.name.clone(),
+                note,
+            });
+            continue;
+        }
         match runtime::resolve(entry, &opts.self_exe, &opts.state_base.join("rt")) {
             Resolved::Skipped { name, note } => skipped.push(Skipped { name, note }),
             Resolved::Ready(mut rt) => {
@@ -574,8 +637,8 @@ fn run_locked(
         let t0 = Instant::now();
         let started = chrono::Utc::now().to_rfc3339();
         let outcome = cell::run(&ctx, rt, w, key);
-        let (baseline, noise, error) = match outcome {
-            Ok((b, n)) => (Some(b), Some(n), None),
+        let (figures, error) = match outcome {
+            Ok(f) => (Some(f), None),
             Err(CellError::Interrupted) => {
                 progress.finish();
                 return Err(RunError::Interrupted {
@@ -594,7 +657,7 @@ fn run_locked(
                     });
                 }
                 progress.println(&format!("cell failed: {e}"));
-                (None, None, Some(e.to_string()))
+                (None, Some(e.to_string()))
             }
         };
         let streak = failures_in_a_row.entry(key.runtime.clone()).or_default();
@@ -615,8 +678,10 @@ fn run_locked(
             key: key.clone(),
             started,
             seconds: t0.elapsed().as_secs_f64(),
-            baseline,
-            noise,
+            baseline: figures.as_ref().map(|f| f.baseline.clone()),
+            noise: figures.as_ref().map(|f| f.noise.clone()),
+            alone: figures.as_ref().and_then(|f| f.alone.clone()),
+            idle: figures.as_ref().and_then(|f| f.idle.clone()),
             error,
         })?;
         progress.finish_cell();

@@ -234,6 +234,8 @@ mod tests {
             path: path.map(PathBuf::from),
             args: vec!["--network=none".into()],
             policy: false,
+            victim_class: None,
+            neighbour_class: None,
         }
     }
 

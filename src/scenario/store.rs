@@ -174,6 +174,8 @@ mod tests {
             seconds: 1.0,
             baseline: None,
             noise: None,
+            alone: None,
+            idle: None,
             error: error.map(str::to_string),
         }
     }

@@ -18,6 +18,8 @@ pub struct Mount {
     pub source: String,
     /// Per-mount options (field 6): `rw`, `nosuid`, `idmapped`, ...
     pub options: Vec<String>,
+    /// Per-superblock options (the last field): `rw`, `lowerdir+=...`, `favordynmods`.
+    pub super_options: Vec<String>,
 }
 
 impl Mount {
@@ -47,18 +49,23 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn convert(m: MountInfo) -> Mount {
-    let mut options: Vec<String> = m
-        .mount_options
+/// procfs' option maps as sorted `key` / `key=value` words.
+fn words(map: std::collections::HashMap<String, Option<String>>) -> Vec<String> {
+    let mut out: Vec<String> = map
         .into_iter()
         .map(|(k, v)| v.map_or_else(|| k.clone(), |v| format!("{k}={v}")))
         .collect();
-    options.sort();
+    out.sort();
+    out
+}
+
+fn convert(m: MountInfo) -> Mount {
     Mount {
         mount_point: PathBuf::from(unescape(&m.mount_point.to_string_lossy())),
         fs_type: m.fs_type,
         source: m.mount_source.as_deref().map(unescape).unwrap_or_default(),
-        options,
+        options: words(m.mount_options),
+        super_options: words(m.super_options),
     }
 }
 

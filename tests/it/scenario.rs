@@ -13,13 +13,14 @@ use common::TestEnv;
 /// Scenario runs share the disk and drop the page cache: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const REPORTS: [&str; 6] = [
+const REPORTS: [&str; 7] = [
     "report.txt",
     "report.md",
     "report.csv",
     "report.json",
     "iops-drop.svg",
-    "p99-rise.svg",
+    "p99.svg",
+    "tradeoff.svg",
 ];
 
 /// A scenario of `workloads` x siloc and runc, finishing in seconds.
@@ -172,7 +173,7 @@ fn tiny_scenario_end_to_end_with_every_report() {
         txt
     );
     assert!(again.contains("IOPS noisy"));
-    assert!(out.join("p99-rise.svg").exists());
+    assert!(out.join("p99.svg").exists() && out.join("tradeoff.svg").exists());
 
     // The same directory again without --resume: refused, results untouched.
     let err = env.fails(&[
