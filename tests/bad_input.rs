@@ -71,10 +71,6 @@ fn malformed_and_schema_invalid_config_name_the_field() {
             "process.user.uid",
         ),
         (
-            &good.replace("\"destination\": \"/proc\"", "\"destination\": \"proc\""),
-            "mounts[0].destination",
-        ),
-        (
             &good.replace(
                 "\"linux\": {",
                 "\"linux\": {\"rootfsPropagation\": \"rshare\",",

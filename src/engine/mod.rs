@@ -3,6 +3,7 @@
 //! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
 
 pub mod cwd;
+pub mod idmapped_mounts;
 pub mod io_weight;
 pub mod mount_fixups;
 
