@@ -298,7 +298,8 @@ fn exec_process(
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let relay = own.map(OwnTerminal::relay).transpose()?;
+    let fix = crate::engine::console_fixup::for_process(&p, init);
+    let relay = own.map(|t| t.relay(&fix)).transpose()?;
     let fwd = queue.forward_to(
         pid,
         relay
