@@ -115,7 +115,8 @@ fn bad_signal_and_bad_id() {
     let b = env.bundle("b", &["sleep", "1000"]);
     let id = env.id("sig");
     let _c = Container::start(&env, &b, &id);
-    for bad in ["SIGNOPE", "0", "99", "-1"] {
+    // (runc takes 0: kill(2)'s existence check, see lifecycle.rs)
+    for bad in ["SIGNOPE", "99", "-1"] {
         let err = env.fails(&["kill", &id, bad]);
         assert!(err.contains("unknown signal"), "{bad}: {err}");
     }
