@@ -189,7 +189,12 @@ fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
 /// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
 pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
-    let init = engine::load(&ctx.root, &a.id)?.pid();
+    let loaded = engine::load(&ctx.root, &a.id)?;
+    // runc's refusal (libcontainer 0.7 says "incompatible container status: `Paused`").
+    if loaded.status() == libcontainer::container::ContainerStatus::Paused && !a.ignore_paused {
+        anyhow::bail!("cannot exec in a paused container (use --ignore-paused to override)");
+    }
+    let init = loaded.pid();
     // The generated file lives in siloc's own record dir of the container (root's,
     // under the state root), created new (O_EXCL: no symlink followed, 0600) and
     // removed when dropped: a plain write to a fixed name in a world-writable /tmp let
@@ -293,7 +298,8 @@ fn exec_process(
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let relay = own.map(OwnTerminal::relay).transpose()?;
+    let fix = crate::engine::console_fixup::for_process(&p, init);
+    let relay = own.map(|t| t.relay(&fix)).transpose()?;
     let fwd = queue.forward_to(
         pid,
         relay

@@ -13,7 +13,7 @@ pub fn document() -> serde_json::Value {
         "ociVersionMax": oci_spec::runtime::VERSION,
         "hooks": ["prestart", "createRuntime", "createContainer", "startContainer",
                   "poststart", "poststop"],
-        "mountOptions": libcontainer::syscall::linux::MountOption::known_options(),
+        "mountOptions": mount_options(),
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": caps,
@@ -93,6 +93,17 @@ fn io_offers() -> serde_json::Value {
     json!({"cgroup": cgroup.word(), "disks": per})
 }
 
+/// libcontainer's mount options plus the ones siloc makes itself (`idmap`, `ridmap`:
+/// src/engine/idmapped_mounts.rs).
+fn mount_options() -> Vec<String> {
+    let mut v = libcontainer::syscall::linux::MountOption::known_options();
+    v.extend([
+        crate::engine::idmapped_mounts::IDMAP.to_string(),
+        crate::engine::idmapped_mounts::RIDMAP.to_string(),
+    ]);
+    v
+}
+
 /// `siloc features`.
 pub fn features() -> anyhow::Result<()> {
     super::emit(&serde_json::to_string_pretty(&document())?)
@@ -122,5 +133,7 @@ mod tests {
                 .unwrap()
                 .contains(&"poststop".to_string())
         );
+        let opts = f.mount_options().as_ref().unwrap();
+        assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
     }
 }

@@ -42,9 +42,11 @@ impl OwnTerminal {
         self.socket.path()
     }
 
-    /// Receives the master and starts relaying.
-    pub fn relay(self) -> anyhow::Result<Relay> {
+    /// Receives the master, fixes it as runc hands it over (console_fixup), and
+    /// starts relaying.
+    pub fn relay(self, fix: &crate::engine::console_fixup::ConsoleFix) -> anyhow::Result<Relay> {
         let master = self.socket.receive_master(MASTER_TIMEOUT)?;
+        crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
         Ok(Relay::start(master)?)
     }
 }
@@ -89,7 +91,12 @@ pub fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i
         let pid = c
             .pid()
             .ok_or_else(|| anyhow::anyhow!("container has no init pid"))?;
-        let relay = own.map(OwnTerminal::relay).transpose()?;
+        let fix = crate::lifecycle::bundle::load(&req.bundle)
+            .ok()
+            .and_then(|s| s.process().clone())
+            .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
+            .unwrap_or_default();
+        let relay = own.map(|t| t.relay(&fix)).transpose()?;
         c.start()?;
         let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
         let code = wait_exit(pid, fwd);

@@ -31,7 +31,7 @@ pub struct UpdateArgs {
     #[arg(long = "cpu-period")]
     pub cpu_period: Option<u64>,
     /// CPU CFS quota in µs
-    #[arg(long = "cpu-quota")]
+    #[arg(long = "cpu-quota", allow_hyphen_values = true)]
     pub cpu_quota: Option<i64>,
     /// CPU shares (relative weight)
     #[arg(long = "cpu-share")]
@@ -40,7 +40,7 @@ pub struct UpdateArgs {
     #[arg(long = "cpu-rt-period")]
     pub cpu_rt_period: Option<u64>,
     /// CPU realtime runtime in µs
-    #[arg(long = "cpu-rt-runtime")]
+    #[arg(long = "cpu-rt-runtime", allow_hyphen_values = true)]
     pub cpu_rt_runtime: Option<i64>,
     /// CPUs allowed (cpuset), e.g. 0-3,8
     #[arg(long = "cpuset-cpus")]
@@ -48,17 +48,17 @@ pub struct UpdateArgs {
     /// Memory nodes allowed (cpuset), e.g. 0
     #[arg(long = "cpuset-mems")]
     pub cpuset_mems: Option<String>,
-    /// Memory limit in bytes (K/M/G suffixes)
-    #[arg(long)]
+    /// Memory limit in bytes (K/M/G suffixes; -1 for unlimited)
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<String>,
     /// Memory reservation (soft limit) in bytes
-    #[arg(long = "memory-reservation")]
+    #[arg(long = "memory-reservation", allow_hyphen_values = true)]
     pub memory_reservation: Option<String>,
     /// Memory plus swap limit in bytes (-1 for unlimited)
-    #[arg(long = "memory-swap")]
+    #[arg(long = "memory-swap", allow_hyphen_values = true)]
     pub memory_swap: Option<String>,
     /// Maximum number of pids (-1 for unlimited)
-    #[arg(long = "pids-limit")]
+    #[arg(long = "pids-limit", allow_hyphen_values = true)]
     pub pids_limit: Option<i64>,
     /// Throttles for the container's disks: rbps=…,wbps=… (bytes/s, K/M/G),
     /// riops=…,wiops=… (IOPS); max lifts a limit (siloc)

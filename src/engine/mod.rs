@@ -2,7 +2,9 @@
 //! namespaces, mounts, cgroups, hooks, the container process. Everything siloc adds
 //! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
 
+pub mod console_fixup;
 pub mod cwd;
+pub mod idmapped_mounts;
 pub mod io_weight;
 pub mod mount_fixups;
 pub mod procname;

@@ -113,10 +113,7 @@ pub fn cgroup_paths(
             _ => std::slice::from_ref(ctl),
         };
         // libcgroups compares with Path::ends_with: whole trailing components.
-        let Some(mp) = mounts
-            .iter()
-            .find(|m| names.iter().any(|n| m.ends_with(n)))
-        else {
+        let Some(mp) = mounts.iter().find(|m| names.iter().any(|n| m.ends_with(n))) else {
             continue;
         };
         if !joined(ctl) {
@@ -186,7 +183,11 @@ mod tests {
 
     #[test]
     fn one_dir_per_mounted_joined_controller() {
-        let got = cgroup_paths(&crate::sys::mountinfo::parse(MOUNTINFO), OWN, Path::new("/siloc-x"));
+        let got = cgroup_paths(
+            &crate::sys::mountinfo::parse(MOUNTINFO),
+            OWN,
+            Path::new("/siloc-x"),
+        );
         let want: Vec<PathBuf> = [
             "/sys/fs/cgroup/cpu,cpuacct/siloc-x",
             "/sys/fs/cgroup/memory/siloc-x",
@@ -201,7 +202,11 @@ mod tests {
 
     #[test]
     fn controller_missing_from_own_cgroups_is_skipped() {
-        let got = cgroup_paths(&crate::sys::mountinfo::parse(MOUNTINFO), "3:memory:/\n", Path::new("a/b"));
+        let got = cgroup_paths(
+            &crate::sys::mountinfo::parse(MOUNTINFO),
+            "3:memory:/\n",
+            Path::new("a/b"),
+        );
         assert_eq!(got, vec![PathBuf::from("/sys/fs/cgroup/memory/a/b")]);
     }
 }

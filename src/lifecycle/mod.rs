@@ -39,6 +39,8 @@ pub enum LifecycleError {
     MountFixup(#[from] crate::engine::mount_fixups::MountFixupError),
     #[error(transparent)]
     Cwd(#[from] crate::engine::cwd::CwdError),
+    #[error(transparent)]
+    IdmapMount(#[from] crate::engine::idmapped_mounts::IdmapMountError),
     #[error("{0}")]
     Other(String),
 }
@@ -134,8 +136,13 @@ fn create_prepared(
         let mounts = spec.mounts().clone().unwrap_or_default();
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
-    let spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
     let spec_dir = record::dir(&rt.root, &req.id);
+    // libcontainer 0.7 refuses idmapped mounts: siloc makes them (idmapped_mounts).
+    let staging = crate::engine::idmapped_mounts::StagingGuard(
+        crate::engine::idmapped_mounts::staging_dir(&req.id),
+    );
+    crate::engine::idmapped_mounts::stage(&mut spec, &rec.rootfs, bundle, &staging.0)?;
     spec.save(spec_dir.join("config.json"))
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
     // Absolute paths first, then work from the bundle as runc does, so relative mount
@@ -144,7 +151,9 @@ fn create_prepared(
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
     test_hooks::crash_point("before-libcontainer");
-    let mut c = engine::build_init(builder, &spec_dir, &req.init)?;
+    let built = engine::build_init(builder, &spec_dir, &req.init);
+    drop(staging);
+    let mut c = built?;
     test_hooks::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
         && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid)

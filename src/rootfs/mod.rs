@@ -426,10 +426,33 @@ fn overlay_legacy(
 /// Errors: [`RootfsError::NotIdmappable`] when the filesystem refuses the idmap,
 /// [`RootfsError::AlreadyIdmapped`] when `dir`'s mount carries one already.
 pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), RootfsError> {
-    let tree = mountapi::clone_tree(dir, true).map_err(sys("open_tree", dir))?;
-    mountapi::set_attr(tree.as_fd(), mountapi::MOUNT_ATTR_IDMAP, Some(userns), true)
-        .map_err(|errno| idmap_refused(dir, errno))?;
+    let tree = idmapped_clone(dir, userns, true, true)?;
     mountapi::move_mount_to(tree.as_fd(), dir).map_err(sys("move_mount", dir))
+}
+
+/// A detached clone of the mount at `source` (with its submounts when
+/// `recursive_clone`), carrying the ID mapping of `userns` (on every mount of the
+/// clone when `recursive_idmap`, else on its top mount only). Nothing is attached;
+/// the fd is close-on-exec.
+///
+/// Errors: [`RootfsError::Sys`] (`open_tree`) naming `source`;
+/// [`RootfsError::NotIdmappable`] or [`RootfsError::AlreadyIdmapped`] when the kernel
+/// refuses the idmap.
+pub fn idmapped_clone(
+    source: &Path,
+    userns: BorrowedFd<'_>,
+    recursive_clone: bool,
+    recursive_idmap: bool,
+) -> Result<OwnedFd, RootfsError> {
+    let tree = mountapi::clone_tree(source, recursive_clone).map_err(sys("open_tree", source))?;
+    mountapi::set_attr(
+        tree.as_fd(),
+        mountapi::MOUNT_ATTR_IDMAP,
+        Some(userns),
+        recursive_idmap,
+    )
+    .map_err(|errno| idmap_refused(source, errno))?;
+    Ok(tree)
 }
 
 /// The error for an idmap the kernel refused on a clone of `path`'s mount: the mount

@@ -379,3 +379,61 @@ fn a_created_containers_init_carries_silocs_name() {
     assert_eq!(comm.trim(), "siloc:[2:INIT]");
     drop(c);
 }
+/// runc's answers: `kill ID 0` checks the container, `exec` into a paused container
+/// is refused in runc's words, `update` takes -1 (unlimited) values, `kill` of a
+/// stopped container says it is not running.
+#[test]
+fn kill_zero_paused_exec_and_negative_update_as_runc() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("cli");
+    let c = Container::start(&env, &b, &id);
+    env.ok(&["kill", &id, "0"]);
+    env.ok(&["pause", &id]);
+    let (code, _, err) = c.exec(&["true"]);
+    assert_eq!(code, 255);
+    assert!(
+        err.contains(
+            "exec failed: cannot exec in a paused container (use --ignore-paused to override)"
+        ),
+        "{err}"
+    );
+    env.ok(&["resume", &id]);
+    env.ok(&["update", "--memory", "100M", &id]);
+    env.ok(&[
+        "update",
+        "--memory",
+        "-1",
+        "--memory-swap",
+        "-1",
+        "--pids-limit",
+        "-1",
+        &id,
+    ]);
+    env.ok(&["kill", &id, "KILL"]);
+    assert!(c.wait_status("stopped", 5));
+    for sig in ["0", "TERM"] {
+        let err = env.fails(&["kill", &id, sig]);
+        assert!(err.contains("container not running"), "{sig}: {err}");
+    }
+}
+
+/// `siloc -v`: runc's first lines, `<name> version X.Y.Z` then `spec: V`.
+#[test]
+fn version_prints_runcs_lines() {
+    let o = std::process::Command::new(common::siloc_bin())
+        .arg("-v")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("siloc version {}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("spec: 1.")),
+        "{out}"
+    );
+}

@@ -13,6 +13,7 @@
 mod common;
 
 mod bad_input;
+mod idmapped_mounts;
 mod image;
 mod iopolicy;
 mod lifecycle;

@@ -440,3 +440,27 @@ fn cgroup_v1_hierarchies_are_read_only() {
         assert!(opts.contains(&want), "{out}");
     }
 }
+
+/// process.terminal in a foreground `run`: lines come back as `text\n` (runc clears
+/// ONLCR), the pty belongs to the process's uid/gid, and process.consoleSize sizes it.
+#[test]
+fn terminal_without_onlcr_owned_by_the_process_and_sized() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "echo hello; stat -L -c %u:%g /proc/self/fd/0; stty size",
+        ],
+    );
+    b.edit(|s| {
+        s["process"]["terminal"] = Value::Bool(true);
+        s["process"]["user"] = json!({"uid": 1000, "gid": 1001});
+        s["process"]["consoleSize"] = json!({"height": 30, "width": 100});
+    });
+    let (code, out, err) = run(&env, &b, "tty");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "hello\n1000:1001\n30 100\n", "{err}");
+}

@@ -54,10 +54,6 @@ fn malformed_and_schema_invalid_config_name_the_field() {
             "process.user.uid",
         ),
         (
-            &good.replace("\"destination\": \"/proc\"", "\"destination\": \"proc\""),
-            "mounts[0].destination",
-        ),
-        (
             &good.replace(
                 "\"linux\": {",
                 "\"linux\": {\"rootfsPropagation\": \"rshare\",",
@@ -102,7 +98,8 @@ fn bad_signal_and_bad_id() {
     let b = env.bundle("b", &["sleep", "1000"]);
     let id = env.id("sig");
     let _c = Container::start(&env, &b, &id);
-    for bad in ["SIGNOPE", "0", "99", "-1"] {
+    // (runc takes 0: kill(2)'s existence check, see lifecycle.rs)
+    for bad in ["SIGNOPE", "99", "-1"] {
         let err = env.fails(&["kill", &id, bad]);
         assert!(err.contains("unknown signal"), "{bad}: {err}");
     }
