@@ -175,12 +175,17 @@ mod tests {
         assert_eq!(be.wbps.as_ref().unwrap().bytes().unwrap(), 50 << 20);
         assert_eq!(be.rbps.as_ref().unwrap().bytes().unwrap(), 1024);
         assert_eq!(be.weight, Some(100));
-        let c = parse(
-            "[io.class.lc]\nlatency_target = \"2ms\"\n[io.class.n]\nlatency_target = 750\n",
-        )
-        .unwrap();
-        assert_eq!(c.io.class["lc"].latency_target.as_ref().unwrap().micros(), Ok(2000));
-        assert_eq!(c.io.class["n"].latency_target.as_ref().unwrap().micros(), Ok(750));
+        let c =
+            parse("[io.class.lc]\nlatency_target = \"2ms\"\n[io.class.n]\nlatency_target = 750\n")
+                .unwrap();
+        assert_eq!(
+            c.io.class["lc"].latency_target.as_ref().unwrap().micros(),
+            Ok(2000)
+        );
+        assert_eq!(
+            c.io.class["n"].latency_target.as_ref().unwrap().micros(),
+            Ok(750)
+        );
         let e = parse("[io.class.lc]\nlatency_target = \"soon\"\n").unwrap_err();
         assert!(e.to_string().contains("io.class.lc.latency_target"), "{e}");
         let e = parse("[io.class.lc]\nlatency_target = 0\n").unwrap_err();
