@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{CgroupIo, IoLimits, Scheduler, read_scheduler};
-use crate::locality::DevNum;
+use crate::numa::locality::DevNum;
 
 /// Errors switching a host-wide knob; each names the file written.
 #[derive(Debug, thiserror::Error)]

@@ -629,14 +629,15 @@ fn latency_syntax() {
     }
 }
 
-fn wc_cfg() -> HostConfig {
-    HostConfig::parse(
+fn wc_cfg() -> IoConfig {
+    crate::config::HostConfig::parse(
         "[io.class.latency-critical]\nlatency_target = \"2ms\"\n\
          [io.class.besteffort]\nweight = 10\n\
          [io.class.noisy]\nwbps = \"50M\"\n",
         Path::new("/etc/siloc/siloc.toml"),
     )
     .unwrap()
+    .io
 }
 
 #[test]
@@ -661,7 +662,7 @@ fn plan_latency_class_and_annotation() {
     )
     .unwrap();
     assert_eq!(p.limits.latency, Some(500));
-    let p = plan(&ann(&[(ann::IO_LATENCY, "5ms")]), &HostConfig::default()).unwrap();
+    let p = plan(&ann(&[(ann::IO_LATENCY, "5ms")]), &IoConfig::default()).unwrap();
     assert_eq!((p.class, p.limits.latency), (None, Some(5000)));
     let p = plan(&ann(&[(ann::IO_CLASS, "besteffort")]), &c).unwrap();
     assert_eq!((p.limits.weight, p.limits.latency), (Some(10), None));

@@ -2,7 +2,8 @@
 //!
 //! - [`tradeoff`]: one point per runtime (and policy) and workload, victim IOPS kept
 //!   (y, % of its baseline) against neighbour throughput kept (x, % of what they wrote
-//!   alone), with the goal's corner shaded;
+//!   alone), with the goal's corner shaded; axes end at 200 %, points beyond sit on
+//!   the edge;
 //! - [`log_bars`]: p99 latency in ms on a log axis, baseline beside noisy, so 0.25 ms
 //!   and 400 ms read on one chart.
 
@@ -70,7 +71,9 @@ pub fn tradeoff(
     goal: (f64, f64),
     notes: &[String],
 ) -> String {
-    let round_up = |v: f64| ((v.max(100.0) / 20.0).ceil() * 20.0).min(1000.0);
+    // Axes to at least 100 % and at most 200 %: a point beyond sits on the edge (its
+    // tooltip keeps the figure), so one outlier does not squash the others.
+    let round_up = |v: f64| ((v.max(100.0) / 20.0).ceil() * 20.0).min(200.0);
     let xmax = round_up(points.iter().map(|p| p.x).fold(0.0, f64::max));
     let ymax = round_up(points.iter().map(|p| p.y).fold(0.0, f64::max));
     let (left, top, w, h) = (70.0, 50.0, 420.0, 320.0);
@@ -199,8 +202,8 @@ pub fn log_bars(
     };
     let (left, right, top, plot_h) = (70.0, 20.0, 50.0, 280.0);
     let bar_w = 14.0;
-    let group_w = series.len().max(1) as f64 * bar_w + 30.0;
-    let width = (left + right + group_w * groups.len().max(1) as f64).max(480.0);
+    let group_w = (series.len().max(1) as f64 * bar_w + 30.0).max(100.0);
+    let width = (left + right + group_w * groups.len().max(1) as f64).max(640.0);
     let legend_h = 20.0 * (series.len() + notes.len()) as f64;
     let height = top + plot_h + 50.0 + legend_h;
     let span = f64::from(hi_dec - lo_dec);

@@ -302,7 +302,7 @@ pub fn unmet_classes(
     entry: &super::file::RuntimeEntry,
     cgroup: &crate::iopolicy::CgroupIo,
     disk: &str,
-    dev: crate::locality::DevNum,
+    dev: crate::numa::locality::DevNum,
     sched: Option<&crate::iopolicy::Scheduler>,
 ) -> Option<String> {
     if !entry.policy {
@@ -464,7 +464,7 @@ fn run_locked(
     let mut skipped: Vec<Skipped> = Vec::new();
     let host_cgroup = crate::iopolicy::CgroupIo::read(Path::new("/sys/fs/cgroup"));
     let host_sched = crate::iopolicy::read_scheduler(Path::new("/sys"), &facts.disk.name);
-    let target_dev = crate::locality::DevNum::new(
+    let target_dev = crate::numa::locality::DevNum::new(
         u32::try_from(facts.disk.major).unwrap_or(u32::MAX),
         u32::try_from(facts.disk.minor).unwrap_or(u32::MAX),
     );
