@@ -88,6 +88,32 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     if let Some(ns) = linux["namespaces"].as_array_mut() {
         ns.push(json!({"type": "user", "path": format!("/proc/{pid}/ns/user")}));
     }
+    // A namespace the sandbox shares with the host (uts of a host-network pod) cannot
+    // be joined from inside the pod's user namespace (setns wants CAP_SYS_ADMIN over
+    // its owner, the host's user namespace), and libcontainer joins the user
+    // namespace first: the container keeps the host's by inheritance instead.
+    if let Some(ns) = linux["namespaces"].as_array_mut() {
+        ns.retain(|n| {
+            let (Some(t), Some(path)) = (n["type"].as_str(), n["path"].as_str()) else {
+                return true;
+            };
+            let own = match t {
+                "network" => "net",
+                "mount" => "mnt",
+                "user" => return true,
+                other => other,
+            };
+            let id = |p: &str| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+            };
+            let hosts = id(path).is_some() && id(path) == id(&format!("/proc/self/ns/{own}"));
+            if hosts {
+                log::info!("{t} namespace {path} is the host's: inherited, not joined");
+            }
+            !hosts
+        });
+    }
     linux["uidMappings"] = json!([{"containerID": 0, "hostID": uid, "size": size}]);
     linux["gidMappings"] = json!([{"containerID": 0, "hostID": gid, "size": size}]);
     if let Some(a) = spec["annotations"].as_object_mut() {
@@ -100,9 +126,116 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     Ok(Some(sandbox))
 }
 
+/// Gives search permission to all (adds o+x, never read) on the directories of
+/// containerd's root and state dirs (the parent of a path's topmost `io.containerd.*`
+/// component) down to the bind-mount sources of a container in a user namespace. libcontainer 0.7
+/// resolves bind sources inside the container's user namespace, as the range's root,
+/// and containerd makes its CRI sandbox and container directories 0700 unless it
+/// knows of the user namespace itself (runc 1.2 opens the sources outside instead).
+/// Returns the directories changed, for the log. Errors are logged, not returned:
+/// the mount then fails with siloc's own message.
+pub fn open_bind_sources(spec: &Value) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut changed = Vec::new();
+    let sources = spec["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m["type"] == "bind"
+                || m["options"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|o| o == "bind" || o == "rbind"))
+        })
+        .filter_map(|m| m["source"].as_str().map(std::path::PathBuf::from));
+    let plugin_dir = |p: &std::path::Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("io.containerd."))
+    };
+    for src in sources {
+        // containerd's root or state dir: the parent of the topmost io.containerd.* dir.
+        let Some(base) = src
+            .ancestors()
+            .filter(|a| plugin_dir(a))
+            .last()
+            .and_then(std::path::Path::parent)
+        else {
+            continue;
+        };
+        for dir in src.ancestors().skip(1) {
+            if !dir.starts_with(base) {
+                break;
+            }
+            let Ok(meta) = std::fs::metadata(dir) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if meta.is_dir() && mode & 0o001 == 0 {
+                match std::fs::set_permissions(
+                    dir,
+                    std::fs::Permissions::from_mode((mode & 0o7777) | 0o011),
+                ) {
+                    Ok(()) => changed.push(dir.to_path_buf()),
+                    Err(e) => log::warn!(
+                        "cannot open {} for the container's user namespace: {e}",
+                        dir.display()
+                    ),
+                }
+            }
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_containerds_dirs_get_search_permission() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("root");
+        let sb = base.join("io.containerd.grpc.v1.cri/sandboxes/x");
+        std::fs::create_dir_all(&sb).unwrap();
+        std::fs::write(sb.join("hosts"), "").unwrap();
+        let other = d.path().join("private/dir");
+        std::fs::create_dir_all(&other).unwrap();
+        for p in [
+            d.path().to_path_buf(),
+            base.clone(),
+            base.join("io.containerd.grpc.v1.cri"),
+            sb.clone(),
+            d.path().join("private"),
+        ] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let spec = json!({"mounts": [
+            {"type": "bind", "source": sb.join("hosts"), "destination": "/etc/hosts"},
+            {"type": "none", "options": ["rbind"], "source": other.join("f"), "destination": "/f"}]});
+        let changed = open_bind_sources(&spec);
+        assert_eq!(
+            changed,
+            vec![
+                sb.clone(),
+                base.join("io.containerd.grpc.v1.cri/sandboxes"),
+                base.join("io.containerd.grpc.v1.cri"),
+                base.clone()
+            ]
+            .into_iter()
+            .filter(|p| std::fs::metadata(p).unwrap().permissions().mode() & 0o001 != 0)
+            .collect::<Vec<_>>()
+        );
+        assert!(changed.contains(&sb) && changed.contains(&base));
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&sb), 0o711);
+        assert_eq!(mode(d.path()), 0o700, "above containerd's root: untouched");
+        assert_eq!(
+            mode(&d.path().join("private")),
+            0o700,
+            "not containerd's: untouched"
+        );
+    }
 
     #[test]
     fn ranges_parse() {
@@ -120,6 +253,7 @@ mod tests {
             root: "/nonexistent".into(),
             log: "/nonexistent/log.json".into(),
             systemd: false,
+            debug: false,
         };
         let mut s = json!({"annotations": {CONTAINER_TYPE: "sandbox", ann::USERNS: "auto"}});
         assert_eq!(join_sandbox(&mut s, &siloc).unwrap(), None);

@@ -29,6 +29,9 @@ pub struct Siloc {
     pub log: PathBuf,
     /// runtime option SystemdCgroup.
     pub systemd: bool,
+    /// `--debug` for siloc (the shim runs with containerd's `-debug`).
+    #[serde(default)]
+    pub debug: bool,
 }
 
 /// The stdio a command's process gets; `None` is /dev/null (or a pipe the shim reads,
@@ -50,6 +53,9 @@ impl Siloc {
             .args(["--log-format", "json"]);
         if self.systemd {
             c.arg("--systemd-cgroup");
+        }
+        if self.debug {
+            c.arg("--debug");
         }
         c
     }
@@ -132,6 +138,15 @@ impl Siloc {
         let out = out.join().unwrap_or_default();
         let err = err.join().unwrap_or_default();
         if status != 0 {
+            if log::log_enabled!(log::Level::Debug)
+                && let Ok(text) = std::fs::read(&self.log)
+            {
+                let from = (log_start as usize).min(text.len());
+                log::debug!(
+                    "siloc {name} log: {}",
+                    String::from_utf8_lossy(&text[from..])
+                );
+            }
             let msg = last_error(&self.log, log_start).unwrap_or_else(|| {
                 let e = String::from_utf8_lossy(&err).trim().to_string();
                 if e.is_empty() && !piped {
@@ -221,10 +236,20 @@ pub fn find_binary(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// Writes `data` to `path` through a temp file and rename (readers never see half).
+/// Writes `data` to `path` (mode 0600: config.json holds the process's environment)
+/// through a temp file and rename (readers never see half).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("siloc-shim-tmp");
-    std::fs::write(&tmp, data).map_err(io_at(&tmp))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_at(&tmp))?;
+    f.write_all(data).map_err(io_at(&tmp))?;
+    drop(f);
     std::fs::rename(&tmp, path).map_err(io_at(path))
 }
 

@@ -77,6 +77,7 @@ struct Task {
 
 struct Inner {
     namespace: String,
+    debug: bool,
     bundle: PathBuf,
     exit: ExitSignal,
     events: OnceLock<Events>,
@@ -230,6 +231,15 @@ fn container_owner(siloc: &Siloc, id: &str, spec: &Value) -> Option<(u32, u32)> 
     ))
 }
 
+/// Whether the container gets a user namespace: the spec's own, or siloc's
+/// `io.siloc.userns=auto`.
+fn in_userns(spec: &Value) -> bool {
+    spec["annotations"][siloc::annotations::USERNS] == "auto"
+        || spec["linux"]["namespaces"]
+            .as_array()
+            .is_some_and(|ns| ns.iter().any(|n| n["type"] == "user"))
+}
+
 /// Reads a pid file siloc wrote.
 fn read_pid(path: &Path) -> Result<u32> {
     let text = std::fs::read_to_string(path).map_err(io_at(path))?;
@@ -264,6 +274,7 @@ impl containerd_shim::Shim for Service {
         Service {
             inner: Arc::new(Inner {
                 namespace: flags.namespace.clone(),
+                debug: flags.debug,
                 bundle,
                 exit: ExitSignal::default(),
                 events: OnceLock::new(),
@@ -327,6 +338,7 @@ impl Service {
                 .join(&self.inner.namespace),
             log: bundle.join("log.json"),
             systemd,
+            debug: self.inner.debug,
         };
         if !siloc.binary.is_file() {
             return Err(ShimError::SilocMissing {
@@ -367,6 +379,19 @@ impl Service {
         let data = serde_json::to_vec_pretty(&spec)
             .map_err(|e| fail(&saved, ShimError::Invalid(e.to_string())))?;
         runtime::write_atomic(&cfg, &data).map_err(|e| fail(&saved, e))?;
+        if in_userns(&spec) {
+            // The container's init runs as its range's root and reaches root.path
+            // through the bundle, which containerd made 0700 (it opens the bundle to
+            // the remapped root's group only for user namespaces it knows of): search
+            // permission for all, as config.json (the environment) is 0600.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bundle, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| fail(&saved, io_at(&bundle)(e)))?;
+            let opened = crate::pod::open_bind_sources(&spec);
+            if !opened.is_empty() {
+                log::info!("search permission (o+x) for the user namespace on {opened:?}");
+            }
+        }
 
         let fifos = Fifos {
             stdin: req.stdin.clone(),
