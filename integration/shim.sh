@@ -48,8 +48,20 @@ if ! /usr/bin/python3 -c 'import grpc' 2>/dev/null; then
   echo "FAIL $E2E_NAME: the CRI client needs Debian's python3-grpcio (bash hack/setup)"
   exit 1
 fi
-# Pods with their own network namespace get loopback only (Debian's CNI plugins).
-echo '{"cniVersion": "0.4.0", "name": "siloc-e2e-lo", "plugins": [{"type": "loopback"}]}' \
+# Pods with their own network namespace: Debian's CNI loopback plugin, then a stub
+# that configures nothing and reports the documentation address 192.0.2.2 on eth0
+# (the CRI plugin wants an address on eth0). No host interface, route or traffic.
+cp /usr/lib/cni/loopback "$T/cni/bin/"
+cat >"$T/cni/bin/siloc-e2e-stub" <<'STUB'
+#!/bin/sh
+cat >/dev/null
+case $CNI_COMMAND in
+ADD) printf '{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","sandbox":"%s"}],"ips":[{"version":"4","address":"192.0.2.2/32","interface":0}]}\n' "$CNI_NETNS" ;;
+VERSION) echo '{"cniVersion":"0.4.0","supportedVersions":["0.3.0","0.3.1","0.4.0"]}' ;;
+esac
+STUB
+chmod +x "$T/cni/bin/siloc-e2e-stub"
+echo '{"cniVersion": "0.4.0", "name": "siloc-e2e", "plugins": [{"type": "loopback"}, {"type": "siloc-e2e-stub"}]}' \
   >"$T/cni/conf/10-siloc-e2e.conflist"
 cp /bin/busybox "$T/pause/bin/busybox" && ln -s busybox "$T/pause/bin/sleep"
 bash hack/images dir pause "$T/pause" sleep 2147483647 >"$T/pause.log" 2>&1 ||
@@ -74,7 +86,7 @@ state = "$STATE"
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$T/cni/bin"
     conf_dir = "$T/cni/conf"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "siloc"
@@ -82,8 +94,8 @@ state = "$STATE"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.siloc]
       runtime_type = "io.containerd.siloc.v2"
       pod_annotations = ["io.siloc.userns", "io.siloc.userns.size", "io.siloc.rootfs.*"]
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.siloc.options]
-        ConfigPath = "$T/siloc-shim.toml"
+      # No options table: containerd 2.x then gives a user-namespaced pod's containers
+      # runc's options with the IO owner; the shim reads \$SILOC_SHIM_CONFIG.
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.siloc-binary]
       runtime_type = "io.containerd.runc.v2"
       pod_annotations = ["io.siloc.userns"]
@@ -101,7 +113,7 @@ write_config >"$T/config.toml"
 # start_containerd DIR: containerd (and ctr, containerd-shim-runc-v2) from DIR.
 start_containerd() {
   : >"$T/containerd.log"
-  PATH="$T/bin:$1:$PATH" "$1/containerd" --config "$T/config.toml" --root "$T/root" \
+  PATH="$T/bin:$1:$PATH" SILOC_SHIM_CONFIG="$T/siloc-shim.toml" "$1/containerd" --config "$T/config.toml" --root "$T/root" \
     --state "$STATE" --address "$SOCK" --log-level debug >>"$T/containerd.log" 2>&1 &
   CTRD_PID=$!
   CTR=("$1/ctr" --address "$SOCK" -n k8s.io)

@@ -23,5 +23,24 @@ mod runtime;
 mod service;
 
 fn main() {
+    // containerd 2.x asks `shim -info` (runtime options on stdin) before it creates a
+    // user-namespaced pod's containers, and checks their spec against the features;
+    // containerd-shim 0.11 predates that action.
+    if std::env::args()
+        .skip(1)
+        .any(|a| a == "-info" || a == "--info")
+    {
+        match service::runtime_info() {
+            Ok(out) => {
+                use std::io::Write;
+                let mut o = std::io::stdout().lock();
+                if o.write_all(&out).and_then(|()| o.flush()).is_ok() {
+                    return;
+                }
+            }
+            Err(e) => eprintln!("{}: -info: {e}", service::RUNTIME_ID),
+        }
+        std::process::exit(1);
+    }
     containerd_shim::run::<service::Service>(service::RUNTIME_ID, None);
 }

@@ -126,6 +126,35 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     Ok(Some(sandbox))
 }
 
+/// Drops the per-mount ID mappings (`uidMappings`/`gidMappings`, the `idmap`/`ridmap`
+/// options) that containerd 2.x puts on a user-namespaced pod's bind mounts
+/// (/etc/hosts, /etc/hostname, resolv.conf, /dev/shm): libcontainer 0.7 refuses
+/// idmapped bind mounts ("idmapped mount is not supported"). Those files then show
+/// the overflow ID inside (readable, as their modes allow). Returns the destinations.
+pub fn drop_mount_idmaps(spec: &mut Value) -> Vec<String> {
+    let mut dropped = Vec::new();
+    for m in spec["mounts"].as_array_mut().into_iter().flatten() {
+        let Some(obj) = m.as_object_mut() else {
+            continue;
+        };
+        let mut hit = obj.remove("uidMappings").is_some() | obj.remove("gidMappings").is_some();
+        if let Some(opts) = obj.get_mut("options").and_then(Value::as_array_mut) {
+            let before = opts.len();
+            opts.retain(|o| o != "idmap" && o != "ridmap");
+            hit |= opts.len() != before;
+        }
+        if hit {
+            dropped.push(
+                obj.get("destination")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+            );
+        }
+    }
+    dropped
+}
+
 /// Gives search permission to all (adds o+x, never read) on the directories of
 /// containerd's root and state dirs (the parent of a path's topmost `io.containerd.*`
 /// component) down to the bind-mount sources of a container in a user namespace. libcontainer 0.7
@@ -190,6 +219,19 @@ pub fn open_bind_sources(spec: &Value) -> Vec<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_idmaps_are_dropped() {
+        let mut spec = json!({"mounts": [
+            {"destination": "/etc/hosts", "type": "bind", "options": ["rbind", "idmap"],
+             "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}], "gidMappings": []},
+            {"destination": "/proc", "type": "proc"}]});
+        assert_eq!(drop_mount_idmaps(&mut spec), vec!["/etc/hosts".to_string()]);
+        assert_eq!(
+            spec["mounts"][0],
+            json!({"destination": "/etc/hosts", "type": "bind", "options": ["rbind"]})
+        );
+    }
 
     #[test]
     fn only_containerds_dirs_get_search_permission() {

@@ -1,13 +1,14 @@
 //! The task service: containerd's shim v2 API for one container, each request turned
 //! into siloc's runc CLI as containerd's runc shim turns it into runc's.
 //!
-//! Runtime options: containerd hands a runtime whose `runtime_type` is not runc's its
-//! options as `runtimeoptions.v1.Options` (`ConfigPath`, `ConfigBody`), so siloc's
-//! settings live in the TOML file `ConfigPath` names (or the TOML in `ConfigBody`),
-//! with runc's option names: `BinaryName` (default: `siloc` next to the shim, else on
-//! PATH), `Root` (default /run/containerd/siloc; the containerd namespace is appended,
-//! as the runc shim does), `SystemdCgroup`. runc's own `containerd.runc.v1.Options`
-//! (ctr's `--runc-binary`, `--runc-root`) are read too.
+//! Settings, with runc's option names: `BinaryName` (default: `siloc` next to the
+//! shim, else on PATH), `Root` (default /run/containerd/siloc; the containerd
+//! namespace is appended, as the runc shim does), `SystemdCgroup`. containerd hands a
+//! runtime whose `runtime_type` is not runc's its options table as
+//! `runtimeoptions.v1.Options` (`ConfigPath`, or the table itself as `ConfigBody`);
+//! runc's own `containerd.runc.v1.Options` (ctr's `--runc-binary`, containerd 2.x's
+//! IO owner for user-namespaced pods) are read too. What the options leave out comes
+//! from `$SILOC_SHIM_CONFIG` or /etc/siloc/shim.toml.
 //!
 //! Cleanup: `<bundle>/siloc-shim.json` records how siloc was called and what the shim
 //! mounted before anything is done, so `shim delete` (containerd's cleanup after a
@@ -123,43 +124,111 @@ impl Service {
     }
 }
 
-/// runc's options, or the runtimeoptions' TOML file or body: (binary, root, systemd).
+/// The shim's settings file when the runtime options name none: `$SILOC_SHIM_CONFIG`,
+/// else this path if it exists.
+pub const SETTINGS_FILE: &str = "/etc/siloc/shim.toml";
+
+/// siloc's settings for the shim, with runc's option names (TOML keys `BinaryName`,
+/// `Root`, `SystemdCgroup`).
+#[derive(serde::Deserialize, Default, Debug)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct Settings {
+    binary_name: Option<String>,
+    root: Option<String>,
+    systemd_cgroup: Option<bool>,
+}
+
+fn settings_from(text: &str, from: &str) -> Result<Settings> {
+    toml::from_str(text).map_err(|e| ShimError::Invalid(format!("shim settings {from}: {e}")))
+}
+
+/// The settings: the runtime options first (runc's `containerd.runc.v1.Options`, or
+/// `runtimeoptions.v1.Options` naming a TOML file or carrying the TOML), then the
+/// settings file for what they leave out. containerd 2.x hands a user-namespaced pod's
+/// containers runc's options (with the IO owner) when the runtime has no options table,
+/// so the settings file is how such a runtime is configured.
 fn read_options(
     any: &MessageField<containerd_shim::protos::protobuf::well_known_types::any::Any>,
 ) -> Result<(Option<String>, Option<String>, bool)> {
-    let Some(any) = any.as_ref() else {
-        return Ok((None, None, false));
-    };
     let nonempty = |s: String| (!s.is_empty()).then_some(s);
-    if any.type_url.ends_with("containerd.runc.v1.Options") {
-        let o = api::Options::parse_from_bytes(&any.value)
-            .map_err(|e| ShimError::Invalid(format!("runtime options {}: {e}", any.type_url)))?;
-        return Ok((nonempty(o.binary_name), nonempty(o.root), o.systemd_cgroup));
-    }
-    if any.type_url.ends_with("runtimeoptions.v1.Options") {
-        let (path, body) = runtime_options(&any.value);
-        let (text, from) = match (body, path) {
-            (Some(b), _) if !b.is_empty() => (
-                String::from_utf8_lossy(&b).into_owned(),
-                "ConfigBody".to_string(),
-            ),
-            (_, Some(p)) if !p.is_empty() => (std::fs::read_to_string(&p).map_err(io_at(&p))?, p),
-            _ => return Ok((None, None, false)),
-        };
-        #[derive(serde::Deserialize, Default)]
-        #[serde(rename_all = "PascalCase")]
-        struct ShimToml {
-            binary_name: Option<String>,
-            root: Option<String>,
-            #[serde(default)]
-            systemd_cgroup: bool,
+    let mut got = Settings::default();
+    if let Some(any) = any.as_ref() {
+        if any.type_url.ends_with("containerd.runc.v1.Options") {
+            let o = api::Options::parse_from_bytes(&any.value).map_err(|e| {
+                ShimError::Invalid(format!("runtime options {}: {e}", any.type_url))
+            })?;
+            got.binary_name = nonempty(o.binary_name);
+            got.root = nonempty(o.root);
+            got.systemd_cgroup = o.systemd_cgroup.then_some(true);
+        } else if any.type_url.ends_with("runtimeoptions.v1.Options") {
+            let (path, body) = runtime_options(&any.value);
+            got = match (body, path) {
+                (Some(b), _) if !b.is_empty() => {
+                    settings_from(&String::from_utf8_lossy(&b), "(runtime options ConfigBody)")?
+                }
+                (_, Some(p)) if !p.is_empty() => {
+                    settings_from(&std::fs::read_to_string(&p).map_err(io_at(&p))?, &p)?
+                }
+                _ => Settings::default(),
+            };
+        } else {
+            log::warn!("runtime options of type {} ignored", any.type_url);
         }
-        let t: ShimToml = toml::from_str(&text)
-            .map_err(|e| ShimError::Invalid(format!("runtime options {from}: {e}")))?;
-        return Ok((t.binary_name, t.root, t.systemd_cgroup));
     }
-    log::warn!("runtime options of type {} ignored", any.type_url);
-    Ok((None, None, false))
+    let file = std::env::var("SILOC_SHIM_CONFIG").unwrap_or_else(|_| SETTINGS_FILE.to_string());
+    if (got.binary_name.is_none() || got.root.is_none() || got.systemd_cgroup.is_none())
+        && let Ok(text) = std::fs::read_to_string(&file)
+    {
+        let f = settings_from(&text, &file)?;
+        got.binary_name = got.binary_name.or(f.binary_name);
+        got.root = got.root.or(f.root);
+        got.systemd_cgroup = got.systemd_cgroup.or(f.systemd_cgroup);
+    }
+    Ok((
+        got.binary_name,
+        got.root,
+        got.systemd_cgroup.unwrap_or(false),
+    ))
+}
+
+/// The answer to `shim -info`: a `containerd.types.RuntimeInfo`
+/// (api/types/introspection.proto) naming the runtime, with siloc's OCI features
+/// document (`siloc features`, runtime-spec features.md) as an Any of containerd's
+/// type URL for it. The runtime options come on stdin (an Any).
+pub fn runtime_info() -> Result<Vec<u8>> {
+    use containerd_shim::protos::protobuf::well_known_types::any::Any;
+    use std::io::Read;
+    let mut input = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut input);
+    let opts = if input.is_empty() {
+        MessageField::none()
+    } else {
+        MessageField::from_option(Any::parse_from_bytes(&input).ok())
+    };
+    let (binary, _, _) = read_options(&opts)?;
+    let binary = runtime::find_binary(binary.as_deref().unwrap_or("siloc"));
+    let out = std::process::Command::new(&binary)
+        .arg("features")
+        .output()
+        .map_err(|source| ShimError::SilocMissing {
+            path: binary.clone(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(ShimError::Siloc {
+            cmd: "features".into(),
+            status: out.status.code().unwrap_or(-1),
+            msg: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let mut info = containerd_shim::protos::types::introspection::RuntimeInfo::new();
+    info.name = RUNTIME_ID.to_string();
+    let mut f = Any::new();
+    f.type_url = "types.containerd.io/opencontainers/runtime-spec/1/features/Features".into();
+    f.value = out.stdout;
+    info.features = MessageField::some(f);
+    info.write_to_bytes()
+        .map_err(|e| ShimError::Invalid(format!("encode runtime info: {e}")))
 }
 
 /// Decodes `runtimeoptions.v1.Options` (containerd api/types/runtimeoptions/v1:
@@ -376,6 +445,12 @@ impl Service {
         }
         log::info!("create {}: rootfs {handover:?}", req.id);
         crate::pod::join_sandbox(&mut spec, &siloc).map_err(|e| fail(&saved, e))?;
+        let dropped = crate::pod::drop_mount_idmaps(&mut spec);
+        if !dropped.is_empty() {
+            log::warn!(
+                "idmapped bind mounts are not supported by siloc (libcontainer 0.7): plain binds for {dropped:?}"
+            );
+        }
         let data = serde_json::to_vec_pretty(&spec)
             .map_err(|e| fail(&saved, ShimError::Invalid(e.to_string())))?;
         runtime::write_atomic(&cfg, &data).map_err(|e| fail(&saved, e))?;
