@@ -12,6 +12,14 @@ pub const USERNS_SIZE: &str = "io.siloc.userns.size";
 pub const ROOTFS_LAYERS: &str = "io.siloc.rootfs.layers";
 /// A persistent writable directory for the overlay's upper layer.
 pub const ROOTFS_UPPER: &str = "io.siloc.rootfs.upper";
+/// With `io.siloc.rootfs.upper`: that upper dir's existing work dir, both owned by
+/// whoever made them (containerd's snapshotter gives `.../snapshots/N/fs` and
+/// `.../snapshots/N/work`); siloc neither makes nor removes either. Written by
+/// containerd-shim-siloc-v2.
+pub const ROOTFS_WORK: &str = "io.siloc.rootfs.work";
+/// Every `io.siloc.rootfs.*` annotation names host paths: only a trusted writer (the
+/// bundle's author, or siloc's shim, which strips any a pod brought) may set them.
+pub const ROOTFS_PREFIX: &str = "io.siloc.rootfs.";
 /// `auto`, `node:N` or `off`: NUMA-local placement.
 pub const NUMA: &str = "io.siloc.numa";
 /// Name of an I/O class from the host config.

@@ -18,8 +18,9 @@ pub(crate) mod config;
 // The path of one container: bundle → plan → record → prepare → final spec.
 pub(crate) mod lifecycle;
 
-// What a bundle asks of siloc, and what siloc reports back.
-pub(crate) mod annotations;
+// What a bundle asks of siloc, and what siloc reports back (public: the shim binary,
+// containerd-shim-siloc-v2, writes and reads them).
+pub mod annotations;
 
 // The features lifecycle plans and prepares.
 pub mod userns;

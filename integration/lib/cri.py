@@ -7,6 +7,7 @@ field numbers of k8s.io/cri-api runtime/v1 api.proto); grpcio carries them.
     cri.py SOCK version
     cri.py SOCK runp NAME HANDLER [KEY=VALUE...]    -> pod id (host network)
     cri.py SOCK create POD POD-NAME NAME IMAGE ARGS-JSON [KEY=VALUE...]  -> container id
+    cri.py SOCK pods                                -> one pod id a line
     cri.py SOCK start CID
     cri.py SOCK status CID                          -> JSON {state, exit_code, reason}
     cri.py SOCK exec CID CMD...                     -> its stdout; exits with its status
@@ -14,7 +15,12 @@ field numbers of k8s.io/cri-api runtime/v1 api.proto); grpcio carries them.
 
 $CRI_LOGS is the pod's log directory, $CRI_CGROUP_PARENT its cgroup parent. runp and
 create take the pod's name and annotations (create repeats the sandbox
-config, as the kubelet does). Errors print the gRPC status and exit 1.
+config, as the kubelet does). $CRI_USERNS="HOST:SIZE" makes the pod user-namespaced
+as `hostUsers: false` does: NamespaceOption.userns_options with mode POD and the
+mapping container 0..SIZE-1 -> HOST.. for uids and gids (the kubelet allocates it;
+CRI v1 since Kubernetes 1.27), given to the sandbox and to each container, as the
+kubelet does. $CRI_NETWORK=pod gives the pod its own network namespace (default: the
+host's). Errors print the gRPC status and exit 1.
 """
 import json
 import os
@@ -104,11 +110,29 @@ def annotations(kvs) -> dict:
     return dict(kv.split("=", 1) for kv in kvs)
 
 
+# CRI runtime.v1 api.proto (k8s.io/cri-api v0.27+) field numbers:
+#   NamespaceOption: network = 1, pid = 2, ipc = 3, target_id = 4, userns_options = 5
+#   UserNamespace: mode = 1, uids = 2, gids = 3; IDMapping: host_id = 1,
+#   container_id = 2, length = 3; NamespaceMode: POD = 0, CONTAINER = 1, NODE = 2
+#   LinuxSandboxSecurityContext.namespace_options = 1
+#   LinuxContainerSecurityContext.namespace_options = 3; LinuxContainerConfig:
+#   resources = 1, security_context = 2; ContainerConfig.linux = 15
+def namespace_options() -> bytes:
+    # Host network (NODE = 2): no CNI needed; pid and ipc POD (0). $CRI_NETWORK=pod:
+    # the pod's own network namespace (POD = 0, containerd runs its CNI config).
+    ns = fint(1, 0 if os.environ.get("CRI_NETWORK") == "pod" else 2)
+    userns = os.environ.get("CRI_USERNS", "")
+    if userns:
+        host, size = (int(x) for x in userns.split(":"))
+        idmap = fint(1, host) + fint(2, 0) + fint(3, size)
+        # mode POD (0) is the default value: not encoded.
+        ns += fbytes(5, fbytes(2, idmap) + fbytes(3, idmap))
+    return ns
+
+
 def sandbox_config(name: str, annots: dict) -> bytes:
     meta = fstr(1, name) + fstr(2, f"uid-{name}") + fstr(3, "siloc-e2e") + fint(4, 0)
-    # Host network (NODE = 2): no CNI needed; pid and ipc POD (0).
-    ns = fint(1, 2)
-    security = fbytes(1, ns)
+    security = fbytes(1, namespace_options())
     linux = fstr(1, os.environ.get("CRI_CGROUP_PARENT", "")) + fbytes(2, security)
     return (fbytes(1, meta) + fstr(3, os.environ.get("CRI_LOGS", "/tmp")) +
             fmap(7, annots) + fbytes(8, linux))
@@ -135,6 +159,9 @@ def main(argv) -> int:
         cargs, annots = json.loads(args[4]), annotations(args[5:])
         cfg = (fbytes(1, fstr(1, name)) + fbytes(2, fstr(1, image)) +
                b"".join(fstr(4, a) for a in cargs) + fstr(11, f"{name}.log"))
+        if os.environ.get("CRI_USERNS"):
+            # The kubelet gives each container the pod's namespace options.
+            cfg += fbytes(15, fbytes(2, fbytes(3, namespace_options())))
         # The kubelet repeats the pod's sandbox config with every container.
         req = fstr(1, pod) + fbytes(2, cfg) + fbytes(3, sandbox_config(pod_name, annots))
         print(first(call(chan, "CreateContainer", req), 1).decode())
@@ -151,6 +178,10 @@ def main(argv) -> int:
         sys.stdout.buffer.write(first(r, 1, b""))
         sys.stderr.buffer.write(first(r, 2, b""))
         return signed32(first(r, 3, 0))
+    elif cmd == "pods":
+        r = call(chan, "ListPodSandbox", b"")
+        for item in r.get(1, []):
+            print(first(decode(item), 1, b"").decode())
     elif cmd == "stopp":
         call(chan, "StopPodSandbox", fstr(1, args[0]))
     elif cmd == "rmp":

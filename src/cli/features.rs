@@ -41,6 +41,7 @@ pub fn document() -> serde_json::Value {
             "io.siloc.userns.size": "IDs in the container's range",
             "io.siloc.rootfs.layers": "JSON array of layer directories, base first",
             "io.siloc.rootfs.upper": "persistent writable directory",
+            "io.siloc.rootfs.work": "with io.siloc.rootfs.upper: its existing overlay work dir (containerd-shim-siloc-v2 sets it)",
             "io.siloc.numa": "auto|node:N|off",
             "io.siloc.io": "class, max, weight, latency",
             "io.siloc.io.latency": "cgroup v2 io.latency target: 2ms, 500us or µs",

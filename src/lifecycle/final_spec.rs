@@ -77,7 +77,15 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     if let Some(p) = &rec.prepared.placement {
         notes.extend(crate::lifecycle::placement::finalize(&mut linux, p));
     }
+    let has = |t: LinuxNamespaceType| linux.namespaces().iter().flatten().any(|n| n.typ() == t);
+    let (in_userns, own_netns) = (
+        has(LinuxNamespaceType::User),
+        has(LinuxNamespaceType::Network),
+    );
     spec.set_linux(Some(linux));
+    if in_userns && !own_netns {
+        sysfs_as_bind(&mut spec).map_err(se)?;
+    }
     if !notes.is_empty() {
         let mut a = spec.annotations().clone().unwrap_or_default();
         for (k, v) in notes {
@@ -86,4 +94,59 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
         spec.set_annotations(Some(a));
     }
     Ok(spec)
+}
+
+/// A container in a user namespace that shares the host's network namespace cannot
+/// mount sysfs (the kernel wants CAP_SYS_ADMIN over the network namespace's owner:
+/// EPERM), so each `sysfs` mount becomes a read-only recursive bind of the host's
+/// /sys, as runc does (libcontainer/rootfs_linux.go, the "sysfs" EPERM fallback).
+fn sysfs_as_bind(spec: &mut Spec) -> Result<(), oci_spec::OciSpecError> {
+    let Some(mounts) = spec.mounts().clone() else {
+        return Ok(());
+    };
+    let mut out = Vec::with_capacity(mounts.len());
+    for m in mounts {
+        if m.typ().as_deref() != Some("sysfs") {
+            out.push(m);
+            continue;
+        }
+        let opts = ["rbind", "nosuid", "noexec", "nodev", "ro"]
+            .map(String::from)
+            .to_vec();
+        out.push(
+            oci_spec::runtime::MountBuilder::default()
+                .destination(m.destination().clone())
+                .typ("bind")
+                .source("/sys")
+                .options(opts)
+                .build()?,
+        );
+    }
+    spec.set_mounts(Some(out));
+    Ok(())
+}
+
+#[cfg(test)]
+mod sysfs_tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_becomes_a_bind_of_the_hosts() {
+        let mut spec: Spec = serde_json::from_str(
+            r#"{"ociVersion":"1.0.2","mounts":[{"destination":"/sys","type":"sysfs","source":"sysfs","options":["ro"]},
+               {"destination":"/proc","type":"proc","source":"proc"}]}"#,
+        )
+        .unwrap();
+        sysfs_as_bind(&mut spec).unwrap();
+        let m = spec.mounts().clone().unwrap();
+        assert_eq!(m[0].typ().as_deref(), Some("bind"));
+        assert_eq!(m[0].source().as_deref(), Some(std::path::Path::new("/sys")));
+        assert!(
+            m[0].options()
+                .as_ref()
+                .unwrap()
+                .contains(&"rbind".to_string())
+        );
+        assert_eq!(m[1].typ().as_deref(), Some("proc"));
+    }
 }

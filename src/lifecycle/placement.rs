@@ -95,7 +95,7 @@ pub struct Target<'a> {
 pub fn writable_path(rec: Target<'_>, data_root: &Path) -> PathBuf {
     match &rec.plan.rootfs {
         RootfsPlan::Overlay {
-            upper: UpperPlan::Persistent(u),
+            upper: UpperPlan::Persistent(u) | UpperPlan::Snapshot { upper: u, .. },
             ..
         } => u.clone(),
         RootfsPlan::Overlay {

@@ -18,6 +18,9 @@ pub enum UpperPlan {
     Ephemeral,
     /// `io.siloc.rootfs.upper`; kept on delete. Its work dir is `<upper>.work`.
     Persistent(PathBuf),
+    /// `io.siloc.rootfs.upper` with `io.siloc.rootfs.work`: an existing upper and work
+    /// dir pair that another owner (containerd's snapshotter) made and removes.
+    Snapshot { upper: PathBuf, work: PathBuf },
 }
 
 /// How `root.path` becomes the container's root filesystem.
@@ -72,27 +75,26 @@ fn plan_rootfs(
     a: &HashMap<String, String>,
     userns: &UsernsPlan,
 ) -> Result<RootfsPlan, AnnotationError> {
-    let upper = match a.get(ann::ROOTFS_UPPER) {
-        None => None,
-        Some(u) => {
-            let p = PathBuf::from(u);
-            if !p.is_absolute() {
-                return Err(err(
-                    ann::ROOTFS_UPPER,
-                    format!("{u:?} must be an absolute path"),
-                ));
-            }
-            // Its work dir is `<upper>.work`, a sibling: a ".." part, a trailing "/" or
-            // a "." part would put it elsewhere (inside the upper dir, for "/x/up/").
-            if p.components().any(|c| c == std::path::Component::ParentDir) {
-                return Err(err(
-                    ann::ROOTFS_UPPER,
-                    format!("{u:?} must not contain \"..\""),
-                ));
-            }
-            Some(p.components().collect())
+    let dir = |key: &'static str| -> Result<Option<PathBuf>, AnnotationError> {
+        let Some(u) = a.get(key) else {
+            return Ok(None);
+        };
+        let p = PathBuf::from(u);
+        if !p.is_absolute() {
+            return Err(err(key, format!("{u:?} must be an absolute path")));
         }
+        // Its work dir is `<upper>.work`, a sibling: a ".." part, a trailing "/" or
+        // a "." part would put it elsewhere (inside the upper dir, for "/x/up/").
+        if p.components().any(|c| c == std::path::Component::ParentDir) {
+            return Err(err(key, format!("{u:?} must not contain \"..\"")));
+        }
+        Ok(Some(p.components().collect()))
     };
+    let upper = dir(ann::ROOTFS_UPPER)?;
+    let work = dir(ann::ROOTFS_WORK)?;
+    if work.is_some() && upper.is_none() {
+        return Err(err(ann::ROOTFS_WORK, "needs io.siloc.rootfs.upper"));
+    }
     let Some(text) = a.get(ann::ROOTFS_LAYERS) else {
         if upper.is_some() {
             return Err(err(ann::ROOTFS_UPPER, "needs io.siloc.rootfs.layers"));
@@ -127,10 +129,12 @@ fn plan_rootfs(
             format!("{} must be an absolute path", bad.display()),
         ));
     }
-    Ok(RootfsPlan::Overlay {
-        layers,
-        upper: upper.map_or(UpperPlan::Ephemeral, UpperPlan::Persistent),
-    })
+    let upper = match (upper, work) {
+        (Some(upper), Some(work)) => UpperPlan::Snapshot { upper, work },
+        (Some(u), None) => UpperPlan::Persistent(u),
+        (None, _) => UpperPlan::Ephemeral,
+    };
+    Ok(RootfsPlan::Overlay { layers, upper })
 }
 
 /// The bind-mount sources of `spec` (runtime-spec `mounts[]` of type `bind` or with

@@ -50,6 +50,7 @@ pub struct Env<'a> {
 /// Carries out the plan in `rec`, saving `rec` before each step. On error the caller
 /// runs [`undo`] with the same record.
 pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
+    check_not_mounted_overlay(rec)?;
     // Devices, NUMA node and I/O policy first: only reads, so a refusal leaves nothing.
     let placement = crate::lifecycle::placement::place(
         &crate::lifecycle::placement::HostSources::system(),
@@ -67,6 +68,10 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
             upper: UpperPlan::Persistent(u),
             ..
         } => Some((u.clone(), persistent_dirs(env, &rec.id, u)?)),
+        RootfsPlan::Overlay {
+            upper: UpperPlan::Snapshot { upper, work },
+            ..
+        } => Some((upper.clone(), snapshot_dirs(env, &rec.id, upper, work)?)),
         _ => None,
     };
     if let UsernsPlan::Auto { size } = rec.plan.userns {
@@ -184,6 +189,18 @@ fn writable_dirs(
             rec.prepared.made_dirs.push(base.clone());
             Ok((base.join("upper"), base.join("work")))
         }
+        Some((_, (u, work)))
+            if matches!(
+                rec.plan.rootfs,
+                RootfsPlan::Overlay {
+                    upper: UpperPlan::Snapshot { .. },
+                    ..
+                }
+            ) =>
+        {
+            // The snapshotter's own pair: it made both and removes both.
+            Ok((u.clone(), work.clone()))
+        }
         Some((given, (u, work))) => {
             let bad = |msg: &str| PrepareError::Upper {
                 key: ann::ROOTFS_UPPER,
@@ -246,6 +263,76 @@ fn persistent_dirs(
     Ok((u, work))
 }
 
+/// The snapshotter's upper and work dirs (`io.siloc.rootfs.upper` and
+/// `io.siloc.rootfs.work`) with symlinks resolved, checked: both exist as directories
+/// and stay apart from siloc's roots and other containers
+/// ([`crate::lifecycle::upper_guard`]). Creates nothing.
+///
+/// Errors: [`PrepareError::Upper`] naming the annotation and why.
+fn snapshot_dirs(
+    env: &Env<'_>,
+    id: &str,
+    upper: &Path,
+    work: &Path,
+) -> Result<(PathBuf, PathBuf), PrepareError> {
+    let mut out = Vec::new();
+    for (key, given) in [(ann::ROOTFS_UPPER, upper), (ann::ROOTFS_WORK, work)] {
+        let bad = |msg: String| PrepareError::Upper {
+            key,
+            path: given.to_path_buf(),
+            msg,
+        };
+        let c = std::fs::canonicalize(given).map_err(|e| bad(e.to_string()))?;
+        if !c.is_dir() {
+            return Err(bad("is not a directory".into()));
+        }
+        out.push(c);
+    }
+    let (u, w) = (out.remove(0), out.remove(0));
+    crate::lifecycle::upper_guard::check_apart(env.data_root, env.state_root, id, &u, &w).map_err(
+        |m| PrepareError::Upper {
+            key: ann::ROOTFS_UPPER,
+            path: upper.to_path_buf(),
+            msg: m,
+        },
+    )?;
+    Ok((u, w))
+}
+
+/// Refuses at once (before any ID range or mount) a user namespace for a root.path
+/// that is already an overlayfs mount: containerd's runc shim (BinaryName = siloc) and
+/// podman mount the image's layers there before siloc runs, and overlayfs cannot be
+/// idmapped (mount_setattr MOUNT_ATTR_IDMAP fails with EINVAL), so an idmapped bind of
+/// it cannot work. The way to a user namespace for a pod is siloc's own shim, which
+/// hands siloc the layers unmounted. Rebuilding the overlay from mountinfo's lowerdirs
+/// was not chosen: the upper dir would be used by two overlay mounts at once (the
+/// kernel warns, or refuses with index=on), and exec, logs and restarts would see
+/// two different mounts.
+///
+/// Errors: [`PrepareError::RootPath`] naming the mount, the annotation and the shim.
+fn check_not_mounted_overlay(rec: &Record) -> Result<(), PrepareError> {
+    if rec.plan.rootfs != RootfsPlan::IdmapBind {
+        return Ok(());
+    }
+    match rootfs::mount_at(&rec.rootfs) {
+        Some(m) if m.fs_type == "overlay" => Err(PrepareError::RootPath {
+            path: rec.rootfs.clone(),
+            msg: format!(
+                "is already an overlay mount (source {:?}; containerd's runc shim or podman \
+                 mounted the image's layers there), and overlayfs cannot be idmapped, so \
+                 {}=auto cannot give this container a user namespace: run it through \
+                 siloc's shim (containerd runtime_type \"io.containerd.siloc.v2\", binary \
+                 containerd-shim-siloc-v2), which hands siloc the layers unmounted, or \
+                 name the layers with {}",
+                m.source,
+                ann::USERNS,
+                ann::ROOTFS_LAYERS
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses upper and work dirs that are a layer, inside one or hold one: siloc chowns
 /// them to the container's root and the container writes there, which would change
 /// layers other containers share (overlayfs itself refuses only some of these). Also
@@ -277,11 +364,13 @@ fn check_writable_apart(
             continue;
         };
         return Err(match plan {
-            UpperPlan::Persistent(u) => PrepareError::Upper {
-                key: ann::ROOTFS_UPPER,
-                path: u.clone(),
-                msg,
-            },
+            UpperPlan::Persistent(u) | UpperPlan::Snapshot { upper: u, .. } => {
+                PrepareError::Upper {
+                    key: ann::ROOTFS_UPPER,
+                    path: u.clone(),
+                    msg,
+                }
+            }
             UpperPlan::Ephemeral => PrepareError::Upper {
                 key: ann::ROOTFS_LAYERS,
                 path: dir.to_path_buf(),

@@ -100,8 +100,10 @@ fn dirs_of(rec: &Record) -> Vec<PathBuf> {
     dirs.push(rec.rootfs.clone());
     if let RootfsPlan::Overlay { layers, upper } = &rec.plan.rootfs {
         dirs.extend(layers.iter().cloned());
-        if let UpperPlan::Persistent(u) = upper {
-            dirs.push(u.clone());
+        match upper {
+            UpperPlan::Persistent(u) => dirs.push(u.clone()),
+            UpperPlan::Snapshot { upper, work } => dirs.extend([upper.clone(), work.clone()]),
+            UpperPlan::Ephemeral => {}
         }
     }
     dirs

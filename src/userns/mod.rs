@@ -107,10 +107,6 @@ pub fn plan(
         return Err(err(ann::USERNS, format!("{m:?}: use \"auto\" or \"off\"")));
     }
     if let (Some(l), Some(ns)) = (linux, spec_ns) {
-        // runtime-spec: the spec's own user namespace wins; a path means "join".
-        if ns.path().is_some() {
-            return Ok(UsernsPlan::Host);
-        }
         let conv = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
             m.iter()
                 .flatten()
@@ -121,6 +117,13 @@ pub fn plan(
                 })
                 .collect()
         };
+        // runtime-spec: the spec's own user namespace wins; a path means "join". A
+        // joined namespace's mappings, when the spec repeats them (containerd's CRI
+        // does for a pod's app containers; runc checks they match), are the ones to
+        // idmap the layers with; without them siloc leaves the IDs alone.
+        if ns.path().is_some() && (l.uid_mappings().is_none() || l.gid_mappings().is_none()) {
+            return Ok(UsernsPlan::Host);
+        }
         return Ok(UsernsPlan::FromSpec {
             uid: conv(l.uid_mappings()),
             gid: conv(l.gid_mappings()),

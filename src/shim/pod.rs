@@ -1,0 +1,306 @@
+//! A pod's containers share the sandbox's user namespace and ID range (Kubernetes'
+//! rule for user-namespaced pods). containerd's CRI marks each container's spec with
+//! `io.kubernetes.cri.container-type` (`sandbox` or `container`) and
+//! `io.kubernetes.cri.sandbox-id`. When the sandbox (pause) container got an ID range
+//! from siloc (`io.siloc.userns=auto`, shown as `io.siloc.userns.range` in its state),
+//! an app container's spec is made to join the sandbox's user namespace
+//! (`/proc/<sandbox pid>/ns/user`) and to repeat its mappings, and loses
+//! `io.siloc.userns*`: siloc then idmaps the app container's layers with the sandbox's
+//! range and allocates none. A spec that already has a user namespace
+//! (containerd 2.x `hostUsers: false` pods) is left as it is.
+
+use serde_json::{Value, json};
+use siloc::annotations as ann;
+
+use crate::error::{Result, ShimError};
+use crate::runtime::Siloc;
+
+/// CRI annotation: `sandbox` or `container`.
+pub const CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
+/// CRI annotation: the pod sandbox's container id.
+pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
+
+/// The host range of a siloc `io.siloc.userns.range` value `uid=U,gid=G,size=N`.
+fn parse_range(v: &str) -> Option<(u64, u64, u64)> {
+    let get = |k: &str| {
+        v.split(',')
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    Some((get("uid")?, get("gid")?, get("size")?))
+}
+
+fn has_userns(spec: &Value) -> bool {
+    spec["linux"]["namespaces"]
+        .as_array()
+        .is_some_and(|ns| ns.iter().any(|n| n["type"] == "user"))
+}
+
+/// Makes an app container join its sandbox's user namespace, if the sandbox has a
+/// siloc range. Returns the sandbox id it joined.
+///
+/// Errors: [`ShimError::Sandbox`] when the container asks for `io.siloc.userns=auto`
+/// but its sandbox cannot be read, or has no range (it would get a range of its own,
+/// which Kubernetes' pods never do).
+pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
+    let a = &spec["annotations"];
+    if a[CONTAINER_TYPE] != "container" || has_userns(spec) {
+        return Ok(None);
+    }
+    let Some(sandbox) = a[SANDBOX_ID].as_str().map(str::to_string) else {
+        return Ok(None);
+    };
+    let wants = a[ann::USERNS] == "auto";
+    let bad = |msg: String| ShimError::Sandbox {
+        sandbox: sandbox.clone(),
+        msg,
+    };
+    let st = match siloc.state(&sandbox) {
+        Ok(st) => st,
+        Err(e) if wants => return Err(bad(format!("cannot read its siloc state: {e}"))),
+        Err(_) => return Ok(None),
+    };
+    let range = st["annotations"][ann::OUT_USERNS_RANGE]
+        .as_str()
+        .and_then(parse_range);
+    let Some((uid, gid, size)) = range else {
+        if wants {
+            return Err(bad(format!(
+                "has no siloc ID range ({} absent in its state); the pod's containers \
+                 share the sandbox's user namespace, so the sandbox needs {}=auto too",
+                ann::OUT_USERNS_RANGE,
+                ann::USERNS
+            )));
+        }
+        return Ok(None);
+    };
+    let pid = st["pid"]
+        .as_u64()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| bad("has no running init process".into()))?;
+    if !spec["linux"].is_object() {
+        spec["linux"] = json!({});
+    }
+    let linux = &mut spec["linux"];
+    if !linux["namespaces"].is_array() {
+        linux["namespaces"] = json!([]);
+    }
+    if let Some(ns) = linux["namespaces"].as_array_mut() {
+        ns.push(json!({"type": "user", "path": format!("/proc/{pid}/ns/user")}));
+    }
+    // A namespace the sandbox shares with the host (uts of a host-network pod) cannot
+    // be joined from inside the pod's user namespace (setns wants CAP_SYS_ADMIN over
+    // its owner, the host's user namespace), and libcontainer joins the user
+    // namespace first: the container keeps the host's by inheritance instead.
+    if let Some(ns) = linux["namespaces"].as_array_mut() {
+        ns.retain(|n| {
+            let (Some(t), Some(path)) = (n["type"].as_str(), n["path"].as_str()) else {
+                return true;
+            };
+            let own = match t {
+                "network" => "net",
+                "mount" => "mnt",
+                "user" => return true,
+                other => other,
+            };
+            let id = |p: &str| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+            };
+            let hosts = id(path).is_some() && id(path) == id(&format!("/proc/self/ns/{own}"));
+            if hosts {
+                log::info!("{t} namespace {path} is the host's: inherited, not joined");
+            }
+            !hosts
+        });
+    }
+    linux["uidMappings"] = json!([{"containerID": 0, "hostID": uid, "size": size}]);
+    linux["gidMappings"] = json!([{"containerID": 0, "hostID": gid, "size": size}]);
+    if let Some(a) = spec["annotations"].as_object_mut() {
+        a.remove(ann::USERNS);
+        a.remove(ann::USERNS_SIZE);
+    }
+    log::info!(
+        "joins the user namespace of sandbox {sandbox} (pid {pid}, uid {uid} gid {gid} size {size})"
+    );
+    Ok(Some(sandbox))
+}
+
+/// Drops the per-mount ID mappings (`uidMappings`/`gidMappings`, the `idmap`/`ridmap`
+/// options) that containerd 2.x puts on a user-namespaced pod's bind mounts
+/// (/etc/hosts, /etc/hostname, resolv.conf, /dev/shm): libcontainer 0.7 refuses
+/// idmapped bind mounts ("idmapped mount is not supported"). Those files then show
+/// the overflow ID inside (readable, as their modes allow). Returns the destinations.
+pub fn drop_mount_idmaps(spec: &mut Value) -> Vec<String> {
+    let mut dropped = Vec::new();
+    for m in spec["mounts"].as_array_mut().into_iter().flatten() {
+        let Some(obj) = m.as_object_mut() else {
+            continue;
+        };
+        let mut hit = obj.remove("uidMappings").is_some() | obj.remove("gidMappings").is_some();
+        if let Some(opts) = obj.get_mut("options").and_then(Value::as_array_mut) {
+            let before = opts.len();
+            opts.retain(|o| o != "idmap" && o != "ridmap");
+            hit |= opts.len() != before;
+        }
+        if hit {
+            dropped.push(
+                obj.get("destination")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+            );
+        }
+    }
+    dropped
+}
+
+/// Gives search permission to all (adds o+x, never read) on the directories of
+/// containerd's root and state dirs (the parent of a path's topmost `io.containerd.*`
+/// component) down to the bind-mount sources of a container in a user namespace. libcontainer 0.7
+/// resolves bind sources inside the container's user namespace, as the range's root,
+/// and containerd makes its CRI sandbox and container directories 0700 unless it
+/// knows of the user namespace itself (runc 1.2 opens the sources outside instead).
+/// Returns the directories changed, for the log. Errors are logged, not returned:
+/// the mount then fails with siloc's own message.
+pub fn open_bind_sources(spec: &Value) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut changed = Vec::new();
+    let sources = spec["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m["type"] == "bind"
+                || m["options"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|o| o == "bind" || o == "rbind"))
+        })
+        .filter_map(|m| m["source"].as_str().map(std::path::PathBuf::from));
+    let plugin_dir = |p: &std::path::Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("io.containerd."))
+    };
+    for src in sources {
+        // containerd's root or state dir: the parent of the topmost io.containerd.* dir.
+        let Some(base) = src
+            .ancestors()
+            .filter(|a| plugin_dir(a))
+            .last()
+            .and_then(std::path::Path::parent)
+        else {
+            continue;
+        };
+        for dir in src.ancestors().skip(1) {
+            if !dir.starts_with(base) {
+                break;
+            }
+            let Ok(meta) = std::fs::metadata(dir) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if meta.is_dir() && mode & 0o001 == 0 {
+                match std::fs::set_permissions(
+                    dir,
+                    std::fs::Permissions::from_mode((mode & 0o7777) | 0o011),
+                ) {
+                    Ok(()) => changed.push(dir.to_path_buf()),
+                    Err(e) => log::warn!(
+                        "cannot open {} for the container's user namespace: {e}",
+                        dir.display()
+                    ),
+                }
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_idmaps_are_dropped() {
+        let mut spec = json!({"mounts": [
+            {"destination": "/etc/hosts", "type": "bind", "options": ["rbind", "idmap"],
+             "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}], "gidMappings": []},
+            {"destination": "/proc", "type": "proc"}]});
+        assert_eq!(drop_mount_idmaps(&mut spec), vec!["/etc/hosts".to_string()]);
+        assert_eq!(
+            spec["mounts"][0],
+            json!({"destination": "/etc/hosts", "type": "bind", "options": ["rbind"]})
+        );
+    }
+
+    #[test]
+    fn only_containerds_dirs_get_search_permission() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("root");
+        let sb = base.join("io.containerd.grpc.v1.cri/sandboxes/x");
+        std::fs::create_dir_all(&sb).unwrap();
+        std::fs::write(sb.join("hosts"), "").unwrap();
+        let other = d.path().join("private/dir");
+        std::fs::create_dir_all(&other).unwrap();
+        for p in [
+            d.path().to_path_buf(),
+            base.clone(),
+            base.join("io.containerd.grpc.v1.cri"),
+            sb.clone(),
+            d.path().join("private"),
+        ] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let spec = json!({"mounts": [
+            {"type": "bind", "source": sb.join("hosts"), "destination": "/etc/hosts"},
+            {"type": "none", "options": ["rbind"], "source": other.join("f"), "destination": "/f"}]});
+        let changed = open_bind_sources(&spec);
+        // sandboxes/ was made 0755: already searchable, left as it is.
+        assert_eq!(
+            changed,
+            vec![
+                sb.clone(),
+                base.join("io.containerd.grpc.v1.cri"),
+                base.clone()
+            ]
+        );
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&sb), 0o711);
+        assert_eq!(mode(d.path()), 0o700, "above containerd's root: untouched");
+        assert_eq!(
+            mode(&d.path().join("private")),
+            0o700,
+            "not containerd's: untouched"
+        );
+    }
+
+    #[test]
+    fn ranges_parse() {
+        assert_eq!(
+            parse_range("uid=100000,gid=100000,size=65536"),
+            Some((100000, 100000, 65536))
+        );
+        assert_eq!(parse_range("uid=1,size=2"), None);
+    }
+
+    #[test]
+    fn sandboxes_and_specs_with_a_userns_are_left_alone() {
+        let siloc = Siloc {
+            binary: "/nonexistent/siloc".into(),
+            root: "/nonexistent".into(),
+            log: "/nonexistent/log.json".into(),
+            systemd: false,
+            debug: false,
+        };
+        let mut s = json!({"annotations": {CONTAINER_TYPE: "sandbox", ann::USERNS: "auto"}});
+        assert_eq!(join_sandbox(&mut s, &siloc).unwrap(), None);
+        let mut s = json!({"annotations": {CONTAINER_TYPE: "container", SANDBOX_ID: "p"},
+                           "linux": {"namespaces": [{"type": "user", "path": "/proc/1/ns/user"}]}});
+        assert_eq!(join_sandbox(&mut s, &siloc).unwrap(), None);
+        // A container that asks for a range, whose sandbox cannot be read: refused.
+        let mut s = json!({"annotations": {CONTAINER_TYPE: "container", SANDBOX_ID: "p", ann::USERNS: "auto"}});
+        let e = join_sandbox(&mut s, &siloc).unwrap_err().to_string();
+        assert!(e.contains("sandbox p"), "{e}");
+    }
+}

@@ -1,0 +1,272 @@
+//! siloc's runc command line, as containerd's runc shim calls runc: global `--root`,
+//! `--log FILE --log-format json` (the bundle's log.json), `--systemd-cgroup`; the
+//! commands `create --bundle --pid-file [--console-socket] [--no-pivot]`, `start`,
+//! `state`, `kill [--all]`, `delete [--force]`, `exec --process --detach --pid-file`,
+//! `ps --format json`, `update --resources -`, `pause`, `resume`.
+//!
+//! A failed command's error is the message of the last `"level":"error"` line siloc
+//! wrote to the log during that command (runc's convention, which containerd's runc
+//! shim reads too), else its stderr.
+
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::{Result, ShimError, io_at};
+
+/// How the shim reaches siloc for one container.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Siloc {
+    /// The siloc binary (runtime option BinaryName; default `siloc` next to the shim,
+    /// else on PATH).
+    pub binary: PathBuf,
+    /// siloc's state root: runtime option Root (default /run/containerd/siloc) joined
+    /// with the containerd namespace, as the runc shim does.
+    pub root: PathBuf,
+    /// The log siloc writes JSON lines to (`<bundle>/log.json`).
+    pub log: PathBuf,
+    /// runtime option SystemdCgroup.
+    pub systemd: bool,
+    /// `--debug` for siloc (the shim runs with containerd's `-debug`).
+    #[serde(default)]
+    pub debug: bool,
+}
+
+/// The stdio a command's process gets; `None` is /dev/null (or a pipe the shim reads,
+/// for commands whose output it parses).
+#[derive(Default)]
+pub struct ChildStdio {
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+impl Siloc {
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.binary);
+        c.arg("--root")
+            .arg(&self.root)
+            .arg("--log")
+            .arg(&self.log)
+            .args(["--log-format", "json"]);
+        if self.systemd {
+            c.arg("--systemd-cgroup");
+        }
+        if self.debug {
+            c.arg("--debug");
+        }
+        c
+    }
+
+    /// Runs `siloc <global flags> ARGS`, its stdin fed `input`; returns its stdout.
+    ///
+    /// Errors: [`ShimError::SilocMissing`] when it cannot start, [`ShimError::Siloc`]
+    /// with siloc's own message when it exits non-zero.
+    pub fn run(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.run_with(args, input, None)
+    }
+
+    /// As [`Siloc::run`]; with `stdio`, the process gets those fds instead of pipes
+    /// (create and exec: they become the container process's stdio) and its output is
+    /// not read.
+    pub fn run_with(
+        &self,
+        args: &[OsString],
+        input: Option<&[u8]>,
+        stdio: Option<ChildStdio>,
+    ) -> Result<Vec<u8>> {
+        let name = args
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let log_start = std::fs::metadata(&self.log).map_or(0, |m| m.len());
+        let mut cmd = self.command();
+        cmd.args(args);
+        let piped = stdio.is_none();
+        match stdio {
+            Some(s) => {
+                let f = |fd: Option<OwnedFd>| fd.map_or_else(Stdio::null, Stdio::from);
+                cmd.stdin(f(s.stdin))
+                    .stdout(f(s.stdout))
+                    .stderr(f(s.stderr));
+            }
+            None => {
+                cmd.stdin(if input.is_some() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            }
+        }
+        crate::exits::start();
+        let mut child = cmd.spawn().map_err(|source| ShimError::SilocMissing {
+            path: self.binary.clone(),
+            source,
+        })?;
+        // The container may have inherited our copies through `cmd`: drop them now.
+        drop(cmd);
+        let pid = child.id() as i32;
+        if let (Some(mut w), Some(data)) = (child.stdin.take(), input) {
+            let _ = w.write_all(data);
+        }
+        let reader = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = reader(
+            child
+                .stdout
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        );
+        let err = reader(
+            child
+                .stderr
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        );
+        let status = crate::exits::wait(pid);
+        let out = out.join().unwrap_or_default();
+        let err = err.join().unwrap_or_default();
+        if status != 0 {
+            if log::log_enabled!(log::Level::Debug)
+                && let Ok(text) = std::fs::read(&self.log)
+            {
+                let from = (log_start as usize).min(text.len());
+                log::debug!(
+                    "siloc {name} log: {}",
+                    String::from_utf8_lossy(&text[from..])
+                );
+            }
+            let msg = last_error(&self.log, log_start).unwrap_or_else(|| {
+                let e = String::from_utf8_lossy(&err).trim().to_string();
+                if e.is_empty() && !piped {
+                    "no error in siloc's log".to_string()
+                } else {
+                    e
+                }
+            });
+            return Err(ShimError::Siloc {
+                cmd: name,
+                status,
+                msg,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `siloc state ID` as JSON.
+    pub fn state(&self, id: &str) -> Result<serde_json::Value> {
+        let out = self.run(&["state".into(), id.into()], None)?;
+        serde_json::from_slice(&out).map_err(|e| ShimError::Siloc {
+            cmd: "state".into(),
+            status: 0,
+            msg: format!("unreadable output: {e}"),
+        })
+    }
+
+    /// `siloc delete [--force] ID`.
+    pub fn delete(&self, id: &str, force: bool) -> Result<()> {
+        let mut a: Vec<OsString> = vec!["delete".into()];
+        if force {
+            a.push("--force".into());
+        }
+        a.push(id.into());
+        self.run(&a, None).map(|_| ())
+    }
+
+    /// `siloc ps --format json ID`: the container's pids.
+    pub fn ps(&self, id: &str) -> Result<Vec<u32>> {
+        let out = self.run(
+            &["ps".into(), "--format".into(), "json".into(), id.into()],
+            None,
+        )?;
+        serde_json::from_slice::<Option<Vec<u32>>>(&out)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| ShimError::Siloc {
+                cmd: "ps".into(),
+                status: 0,
+                msg: format!("unreadable output: {e}"),
+            })
+    }
+}
+
+/// The message of the last error line siloc appended to `log` after byte `from`.
+fn last_error(log: &Path, from: u64) -> Option<String> {
+    let mut f = std::fs::File::open(log).ok()?;
+    f.seek(SeekFrom::Start(from)).ok()?;
+    let mut text = String::new();
+    f.read_to_string(&mut text).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["level"] == "error")
+        .filter_map(|v| v["msg"].as_str().map(str::to_string))
+        .last()
+}
+
+/// The siloc binary: `name` if it has a `/`, else `name` next to the shim's own binary,
+/// else on PATH.
+pub fn find_binary(name: &str) -> PathBuf {
+    if name.contains('/') {
+        return PathBuf::from(name);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        let p = dir.join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Writes `data` to `path` (mode 0600: config.json holds the process's environment)
+/// through a temp file and rename (readers never see half).
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("siloc-shim-tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_at(&tmp))?;
+    f.write_all(data).map_err(io_at(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(io_at(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_is_the_last_error_line_after_the_start() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log.json");
+        std::fs::write(&log, "{\"level\":\"error\",\"msg\":\"old\"}\n").unwrap();
+        let start = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(last_error(&log, start), None);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(f, "{{\"level\":\"info\",\"msg\":\"x\"}}").unwrap();
+        writeln!(f, "{{\"level\":\"error\",\"msg\":\"new\"}}").unwrap();
+        assert_eq!(last_error(&log, start).as_deref(), Some("new"));
+    }
+}
