@@ -210,7 +210,7 @@ fn last_error(log: &Path, from: u64) -> Option<String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["level"] == "error")
         .filter_map(|v| v["msg"].as_str().map(str::to_string))
-        .last()
+        .next_back()
 }
 
 /// The siloc binary: `name` if it has a `/`, else `name` next to the shim's own binary,

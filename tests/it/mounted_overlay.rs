@@ -5,7 +5,7 @@
 //! private mount namespace (`unshare -m --propagation private`) that siloc runs in, so
 //! the host's mount table never changes. Needs root; skips loudly without it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
