@@ -32,7 +32,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use crate::image::ImageConfig;
 pub use crate::iopolicy::IoConfig;
 pub use crate::numa::NumaConfig;
 pub use crate::userns::UsernsConfig;
@@ -73,6 +72,16 @@ pub struct HostConfig {
     /// The file this came from, for messages; `None` when built-in defaults are used.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// `[image]`: the layer store of `siloc image`. Kept here, not in `image`, because
+/// `image` reads container records through `lifecycle`, which reads this config: the
+/// CLI hands the store root to `image`, which never reads the config itself.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImageConfig {
+    /// Store root; default `<data_root>/store`.
+    pub store: Option<std::path::PathBuf>,
 }
 
 impl Default for HostConfig {

@@ -23,11 +23,3 @@ pub mod whiteout;
 #[cfg(test)]
 #[path = "../../tests/common/oci.rs"]
 pub(crate) mod testkit;
-
-/// `[image]`: the layer store of `siloc image`.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ImageConfig {
-    /// Store root; default `<data_root>/store`.
-    pub store: Option<std::path::PathBuf>,
-}
