@@ -14,7 +14,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::error::{Result, ShimError, io_at};
+use crate::error::{Result, ShimError};
 
 /// How the shim reaches siloc for one container.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -239,18 +239,10 @@ pub fn find_binary(name: &str) -> PathBuf {
 /// Writes `data` to `path` (mode 0600: config.json holds the process's environment)
 /// through a temp file and rename (readers never see half).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("siloc-shim-tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io_at(&tmp))?;
-    f.write_all(data).map_err(io_at(&tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io_at(path))
+    siloc::sys::fs::write_atomic_mode(path, data, 0o600).map_err(|e| ShimError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 #[cfg(test)]

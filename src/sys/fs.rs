@@ -34,10 +34,25 @@ pub fn io_at(path: &Path) -> impl Fn(std::io::Error) -> IoAt + '_ {
 ///
 /// Errors: [`IoAt`] naming the temporary file or `path`; the temporary file is removed.
 pub fn write_atomic(path: &Path, body: &[u8]) -> Result<(), IoAt> {
+    write_atomic_mode(path, body, 0o644)
+}
+
+/// [`write_atomic`] with the new file's permission bits `mode` (before the umask), e.g.
+/// 0o600 for a bundle's config.json that only root may read.
+///
+/// Errors: as [`write_atomic`].
+pub fn write_atomic_mode(path: &Path, body: &[u8], mode: u32) -> Result<(), IoAt> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    let written = std::fs::File::create(&tmp).and_then(|mut f| f.write_all(body));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(body));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(io_at(&tmp)(e));
