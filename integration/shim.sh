@@ -17,6 +17,7 @@
 # image files owned by root inside and by the range outside, `io.siloc.rootfs.assembly`
 # in `siloc state` says one attached mount; after stop and remove: the mounts under
 # this suite's temp dir back to none, no siloc state, no ID range held.
+# shellcheck source-path=SCRIPTDIR source=lib/e2e.sh
 . "$(dirname "$0")/lib/e2e.sh"
 e2e_images busybox layers50
 
@@ -141,6 +142,7 @@ cleanup_all() {
     done
   done
 }
+# shellcheck disable=SC2016 # expanded when the exit hook runs, not now
 e2e_at_exit 'rmdir /sys/fs/cgroup/*/$CRI_CG /sys/fs/cgroup/unified/$CRI_CG'
 e2e_at_exit cleanup_all
 

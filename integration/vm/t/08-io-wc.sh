@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Work-conserving I/O classes on pure cgroup v2 (Debian's 6.1 cloud kernel: io.cost
 # and io.weight built in, no io.latency, no bfq loaded).
 # 1. A `latency_target` class on this kernel: create succeeds, warns that the target is
