@@ -7,6 +7,7 @@ pub mod cwd;
 pub mod idmapped_mounts;
 pub mod io_weight;
 pub mod mount_fixups;
+pub mod mount_guard;
 pub mod procname;
 pub mod stopped_delete;
 

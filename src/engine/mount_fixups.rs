@@ -1,6 +1,8 @@
 //! Per-mount options libcontainer skips, applied after libcontainer has built the
 //! container and before its process starts, from a short-lived child that joins the
-//! container's mount namespace (where paths are the container's own after pivot_root):
+//! container's mount namespace and root (`/proc/PID/root`), so paths are the
+//! container's own also without pivot_root. Where the container shares siloc's mount
+//! namespace, only mounts made for it are changed ([`super::mount_guard`]):
 //!
 //! - propagation (`shared`, `rslave`, `rprivate`, `unbindable`, ... in
 //!   `mounts[].options`, runtime-spec config.md "Mounts" / mount(8)). libcontainer 0.7
@@ -119,31 +121,78 @@ pub fn cgroup_v1_read_only(
 }
 
 /// Applies the spec's propagation options and read-only cgroup v1 mounts inside the
-/// mount namespace of `pid`. Does nothing (and forks nothing) when there is none.
+/// mount namespace of `pid`, at paths under its root (`/proc/PID/root`: a container
+/// without pivot_root is chrooted there). Does nothing (and forks nothing) when there
+/// is nothing to apply.
+///
+/// In a mount namespace the container shares with siloc (`baseline.ns`), only the
+/// mounts made since `baseline` are changed ([`super::mount_guard`]): a destination
+/// that resolves to any other mount is skipped with a warning. In a mount namespace
+/// joined by path nothing is applied (siloc has no list of what was there).
 ///
 /// Errors: the first change that fails, naming the mount.
-pub fn apply(spec: &Spec, pid: Pid) -> Result<(), MountFixupError> {
+pub fn apply(
+    spec: &Spec,
+    pid: Pid,
+    baseline: &super::mount_guard::Baseline,
+) -> Result<(), MountFixupError> {
+    use super::mount_guard::{self, SpecMountNs};
     let io = |e: std::io::Error| {
         MountFixupError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
     };
     let mut todo = wanted(spec);
-    if !read_only_cgroup_mounts(spec).is_empty() {
+    let needs_cgroups = !read_only_cgroup_mounts(spec).is_empty();
+    if todo.is_empty() && !needs_cgroups {
+        return Ok(());
+    }
+    if let SpecMountNs::Joined(path) = mount_guard::spec_mount_ns(spec) {
+        tracing::warn!(
+            path = %path.display(),
+            "mount propagation options and read-only cgroup mounts are not applied in a \
+             joined mount namespace"
+        );
+        return Ok(());
+    }
+    if needs_cgroups {
         let mounts = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(io)?;
         todo.extend(cgroup_v1_read_only(spec, &mounts));
     }
     if todo.is_empty() {
         return Ok(());
     }
+    let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).map_err(io)?;
+    let allowed = baseline.allowed(mount_guard::ns_of(pid).map_err(io)?, &info);
+    let paths: Vec<std::ffi::CString> = todo
+        .iter()
+        .map(|(d, _, _)| std::ffi::CString::new(d.as_str()).unwrap_or_default())
+        .collect();
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
-    // The helper reports (index of the failed change, errno); u32::MAX for setns.
+    let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
+    // The helper reports (index of the failed change, errno); u32::MAX for the setup
+    // (setns, then chroot to the container's root).
     let helper = crate::sys::fork::spawn(|sock| {
         let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
+            .and_then(|()| nix::unistd::fchdir(std::os::fd::AsRawFd::as_raw_fd(&root)))
+            .and_then(|()| nix::unistd::chroot("."))
             .map_err(|e| (u32::MAX, e))
             .and_then(|()| {
-                todo.iter().enumerate().try_for_each(|(i, (dest, _, f))| {
-                    mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>)
-                        .map_err(|e| (i as u32, e))
-                })
+                todo.iter()
+                    .enumerate()
+                    .try_for_each(|(i, (dest, option, f))| {
+                        if let Some(a) = &allowed
+                            && !mount_id_of(&paths[i]).is_some_and(|id| a.contains(&id))
+                        {
+                            tracing::warn!(
+                                destination = dest.as_str(),
+                                option = option.as_str(),
+                                "not applied: the container shares siloc's mount namespace and \
+                             this mount was not made for it"
+                            );
+                            return Ok(());
+                        }
+                        mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>)
+                            .map_err(|e| (i as u32, e))
+                    })
             });
         let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
         0
@@ -160,6 +209,24 @@ pub fn apply(spec: &Spec, pid: Pid) -> Result<(), MountFixupError> {
             None => Err(MountFixupError::Sys(errno)),
         },
     }
+}
+
+/// The mount ID (statx STATX_MNT_ID, Linux 5.8) of the topmost mount at `path`, as
+/// mount(2) resolves it (symlinks followed).
+fn mount_id_of(path: &std::ffi::CStr) -> Option<u64> {
+    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call;
+    // `path` is NUL-terminated.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            0,
+            libc::STATX_MNT_ID,
+            &mut buf,
+        )
+    };
+    (r == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some(buf.stx_mnt_id)
 }
 
 #[cfg(test)]

@@ -41,6 +41,8 @@ pub enum LifecycleError {
     Cwd(#[from] crate::engine::cwd::CwdError),
     #[error(transparent)]
     IdmapMount(#[from] crate::engine::idmapped_mounts::IdmapMountError),
+    #[error(transparent)]
+    MountGuard(#[from] crate::engine::mount_guard::MountGuardError),
     #[error("{0}")]
     Other(String),
 }
@@ -77,6 +79,7 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
     let bundle = std::path::absolute(&req.bundle)
         .map_err(|e| LifecycleError::Other(format!("bundle {}: {e}", req.bundle.display())))?;
     let spec = crate::lifecycle::bundle::load(&bundle)?;
+    crate::engine::mount_guard::check(&spec)?;
     let root_path = spec
         .root()
         .as_ref()
@@ -138,6 +141,10 @@ fn create_prepared(
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
     let spec_dir = record::dir(&rt.root, &req.id);
+    // Without a mount namespace of its own, the container gets a private copy of
+    // siloc's: libcontainer's rootfs setup (and the staged mounts) must not change the
+    // caller's mounts.
+    crate::engine::mount_guard::isolate(&spec)?;
     // libcontainer 0.7 refuses idmapped mounts: siloc makes them (idmapped_mounts).
     let staging = crate::engine::idmapped_mounts::StagingGuard(
         crate::engine::idmapped_mounts::staging_dir(&req.id),
@@ -150,13 +157,14 @@ fn create_prepared(
     let builder = engine::init_builder(&rt.root, &req.id, &req.init)?;
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
+    let baseline = crate::engine::mount_guard::Baseline::capture()?;
     test_hooks::crash_point("before-libcontainer");
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(staging);
     let mut c = built?;
     test_hooks::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
-        && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid)
+        && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid, &baseline)
     {
         let _ = c.delete(true);
         return Err(e.into());

@@ -437,3 +437,102 @@ fn version_prints_runcs_lines() {
         "{out}"
     );
 }
+
+/// A spec without a mount namespace (issue 15): libcontainer sets up the rootfs in the
+/// namespace the container runs in, and siloc's read-only cgroup fix-up once
+/// remounted the caller's v1 hierarchies read-only there (every later create failed
+/// with EROFS), made `/` rslave and left /proc, /dev, /sys and cgroup binds mounted
+/// under the rootfs. All of it runs here inside `unshare -m --propagation private`
+/// with `/` made rshared first, so a regression changes only that copy, and the
+/// mountinfo of that copy is what is checked. The container itself must see its
+/// cgroup binds read-only, as the spec asks.
+#[test]
+fn a_container_without_a_mount_namespace_leaves_the_callers_mounts_alone() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("nomntns");
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "grep ' - cgroup ' /proc/self/mountinfo | cut -d' ' -f5,6",
+        ],
+    );
+    b.edit(|s| {
+        let ns = s["linux"]["namespaces"].as_array_mut().unwrap();
+        ns.retain(|n| n["type"] != "mount");
+        s["linux"]["maskedPaths"] = serde_json::json!([]);
+        s["linux"]["readonlyPaths"] = serde_json::json!([]);
+    });
+    let siloc = |args: &str| {
+        format!(
+            "{} --root {} --config {} {args}",
+            common::siloc_bin().display(),
+            env.root.display(),
+            env.config.display()
+        )
+    };
+    let script = format!(
+        "mount --make-rshared / || exit 90\n\
+         {run}\n\
+         echo \"run=$?\"\n\
+         {del}\n\
+         echo \"delete=$?\"\n\
+         grep ' - cgroup ' /proc/self/mountinfo | sed 's/^/after: /'\n\
+         grep -E '^[0-9]+ [0-9]+ [^ ]+ / / ' /proc/self/mountinfo | sed 's/^/root: /'\n\
+         grep -F ' {dir}' /proc/self/mountinfo | sed 's/^/leaked: /'\n",
+        run = siloc(&format!("run --bundle {} {id}", b.path())),
+        del = siloc(&format!("delete --force {id}")),
+        dir = env.dir.path().display(),
+    );
+    let o = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("run=0"), "run failed: {out}{err}");
+    assert!(out.contains("delete=0"), "delete -f failed: {out}{err}");
+    // The caller's hierarchies: none turned read-only.
+    let dir = env.dir.path().display().to_string();
+    let after: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("after: ") && !l.contains(&dir))
+        .collect();
+    assert!(!after.is_empty(), "{out}");
+    for l in &after {
+        let opts = l.split(' ').nth(6).unwrap_or("");
+        assert!(
+            opts.split(',').any(|o| o == "rw"),
+            "the caller's cgroup mount became read-only: {l}\n{out}"
+        );
+    }
+    // `/` keeps its shared propagation: libcontainer's rslave stayed in siloc's copy.
+    let root = out.lines().find(|l| l.starts_with("root: ")).unwrap_or("");
+    assert!(
+        root.contains(" shared:"),
+        "/ lost its propagation: {root}\n{out}"
+    );
+    // Nothing stays mounted under the bundle.
+    assert!(!out.contains("leaked: "), "{out}");
+    // The container saw its own cgroup binds read-only (v1 host: one per hierarchy).
+    let seen: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("/sys/fs/cgroup/"))
+        .collect();
+    assert!(
+        !seen.is_empty(),
+        "the container listed no cgroup mount: {out}"
+    );
+    for l in &seen {
+        assert!(l.ends_with(" ro") || l.contains(" ro,"), "{l}\n{out}");
+    }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(
+        common::traces_of(&id).is_empty(),
+        "{:?}",
+        common::traces_of(&id)
+    );
+}

@@ -344,3 +344,44 @@ fn a_state_root_that_is_a_file_is_named() {
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// A spec that joins siloc's own mount namespace by path would have libcontainer set
+/// up the rootfs in the caller's mount table (issue 15): refused before anything is
+/// made, naming the field and the path. siloc runs in `unshare -m --propagation
+/// private`, so a regression changes only that copy.
+#[test]
+fn joining_the_callers_mount_namespace_is_refused() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("joinmnt");
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| {
+        for n in s["linux"]["namespaces"].as_array_mut().unwrap() {
+            if n["type"] == "mount" {
+                n["path"] = serde_json::json!("/proc/self/ns/mnt");
+            }
+        }
+    });
+    // Bounded: without the check, libcontainer hangs in the joined namespace.
+    let o = std::process::Command::new("timeout")
+        .args(["60", "unshare", "-m", "--propagation", "private"])
+        .arg(common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["create", "--bundle", b.path(), &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("unshare");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "create should fail");
+    assert!(
+        err.contains("linux.namespaces: mount namespace path /proc/self/ns/mnt is siloc's own"),
+        "{err}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+}
