@@ -4,6 +4,7 @@
 
 pub mod console_fixup;
 pub mod cwd;
+pub mod exec_sockets;
 pub mod idmapped_mounts;
 pub mod io_weight;
 pub mod mount_fixups;
@@ -230,8 +231,23 @@ pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
 /// Starts a process in running container `id` and returns its pid (a child of the
 /// caller, so it can be waited for). The caller joins the container's user namespace
 /// first (see [`join_user_namespace`]).
+///
+/// The notify socket libcontainer makes in the state dir for this exec is removed
+/// once no exec of the container is building, on success and on error
+/// ([`crate::engine::exec_sockets`]).
 pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
-    if let Some(pid) = load(root, id)?.pid() {
+    let c = load(root, id)?;
+    // Before joining the user namespace: the lock is on a dir of the host's root.
+    let building = crate::engine::exec_sockets::Building::enter(&container_dir(root, id))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
+    let r = exec_built(root, id, &c, o);
+    let removed = building.finish();
+    tracing::debug!(removed, "exec notify sockets removed");
+    r
+}
+
+fn exec_built(root: &Path, id: &str, c: &Container, o: ExecOptions) -> Result<Pid, EngineError> {
+    if let Some(pid) = c.pid() {
         join_user_namespace(pid)?;
     }
     let pid_file = o.pid_file.clone();

@@ -148,3 +148,73 @@ fn signals_reach_the_foreground_container() {
         None => panic!("run did not return after the container was killed"),
     }
 }
+
+/// Names in the container's state dir that are libcontainer's exec notify sockets.
+fn notify_sockets(env: &TestEnv, id: &str) -> Vec<String> {
+    std::fs::read_dir(env.root.join(id))
+        .expect("state dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("tenant-notify-"))
+        .collect()
+}
+
+/// libcontainer 0.7 leaves one `tenant-notify-<hex>.sock` per exec in the state dir
+/// (issue 15: 553 after 553 execs). 1,000 execs, some failing, some detached, some
+/// in parallel: the state dir stays as it was.
+#[test]
+fn a_thousand_execs_leave_no_socket_in_the_state_dir() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("socks");
+    let _c = Container::start(&env, &b, &id);
+    let before: Vec<String> = std::fs::read_dir(env.root.join(&id))
+        .expect("state dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let run = |i: usize| match i % 10 {
+        // A command that does not exist: the exec fails.
+        7 => {
+            let o = env.siloc(&["exec", &id, "/no/such/command"]);
+            assert!(
+                !o.status.success(),
+                "exec {i} of a missing command succeeded"
+            );
+        }
+        // Detached: siloc returns while the process still runs.
+        8 => {
+            let (ok, _, err) = env.detached(&["exec", "--detach", &id, "sleep", "0.2"]);
+            assert!(ok, "exec -d {i}: {err}");
+        }
+        _ => {
+            let o = env.siloc(&["exec", &id, "true"]);
+            assert!(o.status.success(), "exec {i}: {o:?}");
+        }
+    };
+    // 800 one after the other, then 200 four at a time.
+    for i in 0..800 {
+        run(i);
+    }
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || (0..50).for_each(|i| run(800 + t * 50 + i)));
+        }
+    });
+    assert!(
+        notify_sockets(&env, &id).is_empty(),
+        "{} sockets left: {:?}",
+        notify_sockets(&env, &id).len(),
+        notify_sockets(&env, &id).iter().take(5).collect::<Vec<_>>()
+    );
+    let mut after: Vec<String> = std::fs::read_dir(env.root.join(&id))
+        .expect("state dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut before = before;
+    before.sort();
+    after.sort();
+    assert_eq!(before, after, "the state dir changed");
+}
