@@ -185,6 +185,9 @@ pub fn parse_io_max(text: &str) -> Result<Vec<(IoKey, Option<u64>)>, String> {
             None
         } else if key.is_bytes() {
             let b = crate::units::parse_size(v).map_err(|e| format!("{key}: {e}"))?;
+            if b == 0 {
+                return Err(format!("{key}: 0 is not a limit (use max for no limit)"));
+            }
             if !(1..=MAX_BPS).contains(&b) {
                 return Err(format!("{key}: {b} is outside 1..={MAX_BPS} bytes/s"));
             }
@@ -193,6 +196,9 @@ pub fn parse_io_max(text: &str) -> Result<Vec<(IoKey, Option<u64>)>, String> {
             let n: u64 = v
                 .parse()
                 .map_err(|_| format!("{key}: {v:?} is not a number of IOPS (or max)"))?;
+            if n == 0 {
+                return Err(format!("{key}: 0 is not a limit (use max for no limit)"));
+            }
             if !(1..=MAX_IOPS).contains(&n) {
                 return Err(format!("{key}: {n} is outside 1..={MAX_IOPS} IOPS"));
             }
@@ -713,6 +719,8 @@ pub fn io_max_lines(b: &LinuxBlockIo) -> Vec<String> {
         })
         .collect()
 }
+
+pub mod zero_rate;
 
 #[cfg(test)]
 mod tests;

@@ -73,8 +73,8 @@ fn io_max_syntax() {
         ("rbps", "key=value"),
         ("xbps=1", "unknown key"),
         ("rbps=1,rbps=2", "twice"),
-        ("rbps=0", "outside"),
-        ("riops=0", "outside"),
+        ("rbps=0", "use max for no limit"),
+        ("riops=0", "use max for no limit"),
         ("riops=1K", "not a number"),
         ("riops=4294967295", "outside"),
         ("wbps=fast", "wbps"),
@@ -145,7 +145,11 @@ fn plan_errors_name_the_annotation() {
             "besteffort, guaranteed",
         ),
         (&[(ann::IO_MAX, "wbps=lots")], ann::IO_MAX, "wbps"),
-        (&[(ann::IO_MAX, "rbps=0")], ann::IO_MAX, "outside"),
+        (
+            &[(ann::IO_MAX, "rbps=0")],
+            ann::IO_MAX,
+            "use max for no limit",
+        ),
         (&[(ann::IO_WEIGHT, "0")], ann::IO_WEIGHT, "1..=10000"),
     ] {
         let e = plan(&ann(a), &cfg()).unwrap_err();

@@ -77,6 +77,15 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     if let Some(p) = &rec.prepared.placement {
         notes.extend(crate::lifecycle::placement::finalize(&mut linux, p));
     }
+    // Rate 0 means no limit (v1's meaning); a new cgroup has none, and io.max would
+    // refuse `wbps=0` with ERANGE.
+    if let Some(mut res) = linux.resources().clone()
+        && let Some(mut b) = res.block_io().clone()
+        && !crate::iopolicy::zero_rate::take_zero_rates(&mut b).is_empty()
+    {
+        res.set_block_io(Some(b));
+        linux.set_resources(Some(res));
+    }
     let has = |t: LinuxNamespaceType| linux.namespaces().iter().flatten().any(|n| n.typ() == t);
     let (in_userns, own_netns) = (
         has(LinuxNamespaceType::User),

@@ -86,6 +86,15 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
         }
         resources.set_block_io(Some(b));
     }
+    // Rate 0 in a throttle entry means no limit, as on v1: lifted like `--io-max max`
+    // (io.max refuses `wbps=0` with ERANGE), and not kept in the saved spec.
+    if let Some(mut b) = resources.block_io().clone() {
+        let zeros = iopolicy::zero_rate::take_zero_rates(&mut b);
+        if !zeros.is_empty() {
+            resources.set_block_io(Some(b));
+            lifted.extend(zeros);
+        }
+    }
     // Device rules were set at create; rewriting them on a live container gains nothing.
     let mut apply = resources.clone();
     apply.set_devices(None);
@@ -112,11 +121,12 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     })?;
     if v2 && !lifted.is_empty() {
         let dir = cgroup_dir
-            .ok_or_else(|| anyhow::anyhow!("--io-max: cannot find the container's cgroup"))?;
+            .ok_or_else(|| anyhow::anyhow!("lift a limit: cannot find the container's cgroup"))?;
         let io_max = dir.join("io.max");
         for (key, dev) in &lifted {
-            std::fs::write(&io_max, format!("{dev} {key}=max"))
-                .map_err(|e| anyhow::anyhow!("--io-max: write {}: {e}", io_max.display()))?;
+            std::fs::write(&io_max, format!("{dev} {key}=max")).map_err(|e| {
+                anyhow::anyhow!("lift {key} of {dev}: write {}: {e}", io_max.display())
+            })?;
         }
     }
     if let Some(linux) = spec.linux_mut() {

@@ -277,7 +277,7 @@ fn update_io_max_changes_a_running_container() {
         [Some(1 << 30), None, Some(200), Some(300)]
     );
     let err = env.fails(&["update", "--io-max", "wbps=0", &id]);
-    assert!(err.contains("--io-max") && err.contains("wbps"), "{err}");
+    assert!(err.contains("--io-max: wbps: 0 is not a limit"), "{err}");
     assert_eq!(
         limits(&dir, &dev),
         [Some(1 << 30), None, Some(200), Some(300)]
@@ -291,7 +291,7 @@ fn bad_policies_fail_create_and_leave_nothing() {
     for (key, value, says) in [
         ("io.siloc.io.class", "gold", "no class"),
         ("io.siloc.io.max", "wbps=fast", "wbps"),
-        ("io.siloc.io.max", "riops=0", "outside"),
+        ("io.siloc.io.max", "riops=0", "use max for no limit"),
         ("io.siloc.io.max", "iops=5", "unknown key"),
         ("io.siloc.io.weight", "20000", "1..=10000"),
     ] {
@@ -351,4 +351,50 @@ fn layered_rootfs_policy_covers_the_upper_dir() {
             .starts_with("overlay"),
         "{a}"
     );
+}
+
+/// Rate 0 in the spec's blockIO and in `update --resources` means no limit, the same
+/// on v1 (the kernel deletes a rule written as 0) and v2 (io.max refuses `wbps=0`;
+/// integration/vm/t/09-rate-zero.sh runs this on v2). A rate-0 entry beats the class's
+/// limit for its key, and lifts a limit set before.
+#[test]
+fn rate_zero_means_no_limit_at_create_and_in_update() {
+    needs_root!();
+    let env = TestEnv::with_config(CLASSES);
+    let (mut b, vol) = bundle_with_volume(&env, "b", &["sleep", "1000"]);
+    let dev = disk_of(&vol);
+    let (major, minor) = dev.split_once(':').expect("MAJ:MIN");
+    let (major, minor): (i64, i64) = (major.parse().unwrap(), minor.parse().unwrap());
+    b.edit(|s| {
+        s["linux"]["resources"]["blockIO"] = serde_json::json!({
+            "throttleReadBpsDevice": [{"major": major, "minor": minor, "rate": 0}],
+            "throttleWriteBpsDevice": [{"major": major, "minor": minor, "rate": 4194304}]
+        })
+    });
+    // The class limits rbps 16M, wbps 8M, wiops 400: rbps=0 lifts its read limit.
+    b.annotate("io.siloc.io.class", "limited");
+    let id = env.id("zero");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(ok, "create with rate 0: {err}");
+    let _c = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    let dir = io_cgroup(&env, &id);
+    assert_eq!(limits(&dir, &dev), [None, Some(4 << 20), None, Some(400)]);
+    let file = env.dir.path().join("res.json");
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"blockIO":{{"throttleWriteBpsDevice":[{{"major":{major},"minor":{minor},"rate":0}}],
+                "throttleWriteIOPSDevice":[{{"major":{major},"minor":{minor},"rate":0}}],
+                "throttleReadIOPSDevice":[{{"major":{major},"minor":{minor},"rate":300}}]}}}}"#
+        ),
+    )
+    .expect("write resources");
+    env.ok(&["update", "--resources", file.to_str().expect("utf-8"), &id]);
+    assert_eq!(limits(&dir, &dev), [None, None, Some(300), None]);
+    // Saved without the rate-0 entries: an unrelated update keeps the limits lifted.
+    env.ok(&["update", "--pids-limit", "100", &id]);
+    assert_eq!(limits(&dir, &dev), [None, None, Some(300), None]);
 }
