@@ -28,6 +28,8 @@ pub enum PrepareError {
     Placement(#[from] crate::lifecycle::placement::PlacementError),
     #[error("root.path {path}: {msg}")]
     RootPath { path: PathBuf, msg: String },
+    #[error(transparent)]
+    Unreachable(#[from] Box<crate::userns::reach::Unreachable>),
     #[error("annotation {key}: {path}: {msg}")]
     Upper {
         key: &'static str,
@@ -104,6 +106,11 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         test_hooks::crash_point("after-idpool");
     }
     let maps = crate::userns::id_maps(&rec.plan.userns, rec.prepared.range);
+    // libcontainer sets up the rootfs as the container's root: say which directory
+    // it cannot search before anything else is made (the range is undone).
+    if let Some(m) = &maps {
+        crate::userns::reach::check(&rec.rootfs, crate::userns::host_root(&maps), m)?;
+    }
     match rec.plan.rootfs.clone() {
         RootfsPlan::AsIs => {}
         RootfsPlan::IdmapBind => {

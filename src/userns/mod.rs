@@ -185,3 +185,4 @@ pub fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
     };
     maps.as_ref().map_or((0, 0), |(u, g)| (find(u), find(g)))
 }
+pub mod reach;

@@ -385,3 +385,28 @@ fn joining_the_callers_mount_namespace_is_refused() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
 }
+
+/// A user-namespaced container whose bundle lies under a directory its host root
+/// cannot search (`mktemp -d` makes 0700 root:root) failed with libcontainer's bare
+/// "failed to prepare rootfs" (EACCES): now the directory, the host uid and the fix
+/// are named, and nothing is left (ID range, record, mount, cgroup).
+#[test]
+fn a_bundle_the_containers_root_cannot_reach_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    needs_root!();
+    let env = TestEnv::new();
+    let closed = env.dir.path().join("closed");
+    std::fs::create_dir(&closed).expect("mkdir");
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let mut b = common::Bundle::busybox(&closed.join("b"), &["true"]);
+    b.annotate("io.siloc.userns", "auto");
+    let id = env.id("reach");
+    let needle = format!("cannot search {} (mode 0700, owner 0:0)", closed.display());
+    fails_cleanly(&env, &["create", "--bundle", b.path(), &id], &needle, &id);
+    let err = env.fails(&["create", "--bundle", b.path(), &id]);
+    assert!(
+        err.contains("host uid") && err.contains("chmod o+x"),
+        "{err}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
