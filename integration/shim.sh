@@ -255,6 +255,24 @@ c_host_users_false() {
   leftovers "$T/mounts.before"
 }
 
+# A container over its memory limit: the shim's TaskOOM event reaches containerd,
+# whose ContainerStatus then says OOMKilled (the kubelet's reason for a restart).
+c_oom() {
+  local pod cid st
+  pod=$(cri runp oom siloc io.siloc.userns=auto)
+  # The shell doubles a string until the 16 MiB limit's OOM killer ends it.
+  # shellcheck disable=SC2016 # expanded by the container's shell
+  cid=$(CRI_MEMORY=16777216 cri create "$pod" oom hog "$BB" '["sh","-c","a=0123456789abcdef; while :; do a=$a$a; done"]' io.siloc.userns=auto)
+  cri start "$cid"
+  for _ in $(seq 200); do [ "$(cri status "$cid" | jq -r .state)" = EXITED ] && break; sleep 0.1; done
+  st=$(cri status "$cid")
+  expect_eq "$(jq -c '[.state, .exit_code]' <<<"$st")" '["EXITED",137]' "killed by the OOM killer"
+  expect_eq "$(jq -r .reason <<<"$st")" OOMKilled "ContainerStatus reason (the shim's TaskOOM event)"
+  grep -q "OOM kill in container $cid" "$T/containerd.log"
+  stop_rm "$pod"
+  leftovers "$T/mounts.before"
+}
+
 # A plain pod (no user namespace) through the shim.
 c_plain() {
   local pod cid
@@ -323,6 +341,7 @@ run_suite() {
   case_if "containerd $CVER shim: io.siloc.userns=auto pod, 2 containers, logs, exec, exit 7" c_userns_auto
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50
   case_if "containerd $CVER shim: plain pod" c_plain
+  case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false (userns_options)" c_host_users_false
   case_if "containerd $CVER shim: failed create, missing siloc, killed shim" c_bad_input
   case_if "containerd $CVER runc shim + BinaryName: userns pod refused, plain pod runs" c_binary_name

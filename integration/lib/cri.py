@@ -117,6 +117,7 @@ def annotations(kvs) -> dict:
 #   LinuxSandboxSecurityContext.namespace_options = 1
 #   LinuxContainerSecurityContext.namespace_options = 3; LinuxContainerConfig:
 #   resources = 1, security_context = 2; ContainerConfig.linux = 15
+#   LinuxContainerResources.memory_limit_in_bytes = 4
 def namespace_options() -> bytes:
     # Host network (NODE = 2): no CNI needed; pid and ipc POD (0). $CRI_NETWORK=pod:
     # the pod's own network namespace (POD = 0, containerd runs its CNI config).
@@ -159,9 +160,15 @@ def main(argv) -> int:
         cargs, annots = json.loads(args[4]), annotations(args[5:])
         cfg = (fbytes(1, fstr(1, name)) + fbytes(2, fstr(1, image)) +
                b"".join(fstr(4, a) for a in cargs) + fstr(11, f"{name}.log"))
+        linux = b""
+        if os.environ.get("CRI_MEMORY"):
+            # $CRI_MEMORY: the container's memory limit in bytes (resources.limits.memory).
+            linux += fbytes(1, fint(4, int(os.environ["CRI_MEMORY"])))
         if os.environ.get("CRI_USERNS"):
             # The kubelet gives each container the pod's namespace options.
-            cfg += fbytes(15, fbytes(2, fbytes(3, namespace_options())))
+            linux += fbytes(2, fbytes(3, namespace_options()))
+        if linux:
+            cfg += fbytes(15, linux)
         # The kubelet repeats the pod's sandbox config with every container.
         req = fstr(1, pod) + fbytes(2, cfg) + fbytes(3, sandbox_config(pod_name, annots))
         print(first(call(chan, "CreateContainer", req), 1).decode())
