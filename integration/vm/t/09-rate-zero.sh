@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Rate 0 in the spec's blockIO and in `update --resources` means "no limit" on pure
 # cgroup v2, as it does on v1 (the kernel there deletes a rule written as 0). The
 # kernel's io.max refuses `wbps=0` with ERANGE ("numerical result out of range",
