@@ -11,17 +11,17 @@ use serde::{Deserialize, Serialize};
 /// A block device number (`MAJ:MIN`, as in `/sys/dev/block` and `io.max`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DevNum {
-    pub major: u32,
-    pub minor: u32,
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
 }
 
 impl DevNum {
-    pub fn new(major: u32, minor: u32) -> DevNum {
+    pub(crate) fn new(major: u32, minor: u32) -> DevNum {
         DevNum { major, minor }
     }
 
     /// From a raw `st_dev`/`st_rdev` (glibc's `major()`/`minor()` encoding).
-    pub fn from_raw(dev: u64) -> DevNum {
+    pub(crate) fn from_raw(dev: u64) -> DevNum {
         DevNum {
             major: libc::major(dev),
             minor: libc::minor(dev),
@@ -29,7 +29,7 @@ impl DevNum {
     }
 
     /// Parses `MAJ:MIN` (surrounding whitespace allowed); `None` otherwise.
-    pub fn parse(text: &str) -> Option<DevNum> {
+    pub(crate) fn parse(text: &str) -> Option<DevNum> {
         let (a, b) = text.trim().split_once(':')?;
         Some(DevNum {
             major: a.parse().ok()?,
@@ -47,12 +47,12 @@ impl fmt::Display for DevNum {
 /// `<sysfs>/dev/block/MAJ:MIN`, canonical: the device's own sysfs directory.
 ///
 /// Errors: the link's `canonicalize` (`NotFound`: no such block device).
-pub fn dev_dir(sysfs: &Path, dev: DevNum) -> std::io::Result<PathBuf> {
+pub(crate) fn dev_dir(sysfs: &Path, dev: DevNum) -> std::io::Result<PathBuf> {
     std::fs::canonicalize(sysfs.join("dev/block").join(dev.to_string()))
 }
 
 /// The whole disk of a device directory: a partition's parent, else itself.
-pub fn whole_disk(dir: &Path) -> PathBuf {
+pub(crate) fn whole_disk(dir: &Path) -> PathBuf {
     match dir.parent() {
         Some(p) if dir.join("partition").exists() => p.to_path_buf(),
         _ => dir.to_path_buf(),
@@ -60,7 +60,7 @@ pub fn whole_disk(dir: &Path) -> PathBuf {
 }
 
 /// A sysfs directory's kernel name (`vda`, `nvme0n1`).
-pub fn name_of(dir: &Path) -> String {
+pub(crate) fn name_of(dir: &Path) -> String {
     dir.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -68,7 +68,7 @@ pub fn name_of(dir: &Path) -> String {
 
 /// The device number in a sysfs device directory's `dev` file, `None` when it is
 /// missing or not `MAJ:MIN`.
-pub fn read_dev(dir: &Path) -> std::io::Result<Option<DevNum>> {
+pub(crate) fn read_dev(dir: &Path) -> std::io::Result<Option<DevNum>> {
     Ok(DevNum::parse(&std::fs::read_to_string(dir.join("dev"))?))
 }
 

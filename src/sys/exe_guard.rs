@@ -34,7 +34,7 @@ const DISABLE: &str = "SILOC_UNSAFE_NO_EXE_GUARD";
 /// Re-executes siloc from a read-only detached mount of its binary, unless this
 /// process already runs from one. Returns only when no re-exec happens: after the
 /// re-exec, or when the kernel refuses (then siloc goes on unprotected and says so).
-pub fn seal() {
+pub(crate) fn seal() {
     if std::env::var_os(MARK).is_some() {
         // SAFETY: called first thing in main, before any thread exists.
         unsafe { std::env::remove_var(MARK) };

@@ -24,19 +24,19 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 /// A running helper: its pid and the parent's end of the socketpair. Dropping it kills
 /// the helper (if it is still there) and reaps it.
-pub struct Helper {
+pub(crate) struct Helper {
     pid: Pid,
     sock: OwnedFd,
 }
 
 impl Helper {
     /// The helper's pid (for `/proc/<pid>/...`).
-    pub fn pid(&self) -> Pid {
+    pub(crate) fn pid(&self) -> Pid {
         self.pid
     }
 
     /// The parent's end of the socketpair.
-    pub fn sock(&self) -> &OwnedFd {
+    pub(crate) fn sock(&self) -> &OwnedFd {
         &self.sock
     }
 }
@@ -52,7 +52,7 @@ impl Drop for Helper {
 /// with the status `child` returns. The caller must be single-threaded (module doc).
 ///
 /// Errors: `socketpair(2)` or `fork(2)`.
-pub fn spawn(child: impl FnOnce(&OwnedFd) -> i32) -> Result<Helper, Errno> {
+pub(crate) fn spawn(child: impl FnOnce(&OwnedFd) -> i32) -> Result<Helper, Errno> {
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -76,12 +76,12 @@ pub fn spawn(child: impl FnOnce(&OwnedFd) -> i32) -> Result<Helper, Errno> {
 }
 
 /// A helper's outcome: done (with an fd, maybe), or step `n` failed with an errno.
-pub type Report = Result<Option<OwnedFd>, (u32, Errno)>;
+pub(crate) type Report = Result<Option<OwnedFd>, (u32, Errno)>;
 
 /// Sends `outcome` (and `fd` on success) over `sock`.
 ///
 /// Errors: `sendmsg(2)`.
-pub fn report(
+pub(crate) fn report(
     sock: &OwnedFd,
     outcome: Result<Option<BorrowedFd<'_>>, (u32, Errno)>,
 ) -> Result<(), Errno> {
@@ -110,7 +110,7 @@ pub fn report(
 /// Receives the helper's [`report`]. A helper that died without one gives `EPROTO`.
 ///
 /// Errors: `recvmsg(2)`, or `EPROTO` for a short or missing report.
-pub fn receive(sock: &OwnedFd) -> Result<Report, Errno> {
+pub(crate) fn receive(sock: &OwnedFd) -> Result<Report, Errno> {
     let mut head = [0u8; 9];
     let mut fd = None;
     let bytes = {
@@ -147,7 +147,7 @@ pub fn receive(sock: &OwnedFd) -> Result<Report, Errno> {
 
 /// Blocks until the parent closes its end (or sends a byte): a helper that must stay
 /// alive while the parent works on it (its `/proc/<pid>` files) waits here.
-pub fn wait_for_parent(sock: &OwnedFd) {
+pub(crate) fn wait_for_parent(sock: &OwnedFd) {
     let mut b = [0u8; 1];
     let _ = nix::unistd::read(sock.as_raw_fd(), &mut b);
 }

@@ -13,15 +13,8 @@ pub struct IoAt {
     pub source: std::io::Error,
 }
 
-impl IoAt {
-    /// The kind of the underlying error.
-    pub fn kind(&self) -> std::io::ErrorKind {
-        self.source.kind()
-    }
-}
-
 /// A `map_err` adapter: `std::fs::read(p).map_err(io_at(p))?`.
-pub fn io_at(path: &Path) -> impl Fn(std::io::Error) -> IoAt + '_ {
+pub(crate) fn io_at(path: &Path) -> impl Fn(std::io::Error) -> IoAt + '_ {
     move |source| IoAt {
         path: path.to_path_buf(),
         source,
@@ -33,7 +26,7 @@ pub fn io_at(path: &Path) -> impl Fn(std::io::Error) -> IoAt + '_ {
 /// the new, never half of them (rename(2)).
 ///
 /// Errors: [`IoAt`] naming the temporary file or `path`; the temporary file is removed.
-pub fn write_atomic(path: &Path, body: &[u8]) -> Result<(), IoAt> {
+pub(crate) fn write_atomic(path: &Path, body: &[u8]) -> Result<(), IoAt> {
     write_atomic_mode(path, body, 0o644)
 }
 

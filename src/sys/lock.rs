@@ -7,18 +7,18 @@ use std::path::Path;
 use nix::fcntl::{Flock, FlockArg};
 
 /// Holds a `flock(2)` until dropped.
-pub struct Lock(Flock<File>);
+pub(crate) struct Lock(Flock<File>);
 
 impl Lock {
     /// The locked file (to compare its inode with the path's, say).
-    pub fn file(&self) -> &File {
+    pub(crate) fn file(&self) -> &File {
         &self.0
     }
 }
 
 /// How to take a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Exclusive, waiting for other holders.
     Exclusive,
     /// Shared, waiting for an exclusive holder.
@@ -30,7 +30,7 @@ pub enum Mode {
 /// Locks the open file or directory `f`.
 ///
 /// Errors: `flock(2)`'s, as an `io::Error` (`WouldBlock` for a busy `TryExclusive`).
-pub fn lock_file(f: File, mode: Mode) -> std::io::Result<Lock> {
+pub(crate) fn lock_file(f: File, mode: Mode) -> std::io::Result<Lock> {
     let arg = match mode {
         Mode::Exclusive => FlockArg::LockExclusive,
         Mode::Shared => FlockArg::LockShared,
@@ -44,7 +44,7 @@ pub fn lock_file(f: File, mode: Mode) -> std::io::Result<Lock> {
 /// Locks directory `dir`, creating it (and its parents) when missing.
 ///
 /// Errors: creating or opening `dir`, or `flock(2)`.
-pub fn lock_dir(dir: &Path, mode: Mode) -> std::io::Result<Lock> {
+pub(crate) fn lock_dir(dir: &Path, mode: Mode) -> std::io::Result<Lock> {
     std::fs::create_dir_all(dir)?;
     lock_file(File::open(dir)?, mode)
 }
@@ -52,7 +52,7 @@ pub fn lock_dir(dir: &Path, mode: Mode) -> std::io::Result<Lock> {
 /// Locks file `path`, creating it when missing (its contents are left as they are).
 ///
 /// Errors: opening `path`, or `flock(2)`.
-pub fn lock_path(path: &Path, mode: Mode) -> std::io::Result<Lock> {
+pub(crate) fn lock_path(path: &Path, mode: Mode) -> std::io::Result<Lock> {
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -3,13 +3,13 @@
 //! device numbers, the cgroup layout, and the exe guard that protects the siloc binary.
 //! Nothing here knows about containers.
 
-pub mod blockdev;
-pub mod cgroup;
-pub mod exe_guard;
-pub mod fork;
+pub(crate) mod blockdev;
+pub(crate) mod cgroup;
+pub(crate) mod exe_guard;
+pub(crate) mod fork;
 pub mod fs;
-pub mod lock;
+pub(crate) mod lock;
 pub mod mountapi;
 pub mod mountinfo;
-pub mod paths;
-pub mod pidfd;
+pub(crate) mod paths;
+pub(crate) mod pidfd;

@@ -26,7 +26,7 @@ const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 const MS_PRIVATE: u64 = 1 << 18;
 
 /// `MOUNT_ATTR_RDONLY`: the mount is read-only.
-pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 /// `MOUNT_ATTR_IDMAP`: the mount carries the ID mapping of `userns_fd`.
 pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
@@ -106,7 +106,7 @@ pub fn set_attr(
 /// every mount of a detached tree leaves its peer group. An `open_tree` clone of a
 /// shared mount is a peer of it (mount_setattr(2), "propagation"), so a mount made on
 /// top of the clone would otherwise appear at the original as well.
-pub fn make_private(tree: BorrowedFd<'_>) -> Result<(), Errno> {
+pub(crate) fn make_private(tree: BorrowedFd<'_>) -> Result<(), Errno> {
     let attr = MountAttr {
         attr_set: 0,
         attr_clr: 0,
@@ -128,14 +128,14 @@ pub fn make_private(tree: BorrowedFd<'_>) -> Result<(), Errno> {
 }
 
 /// `fsopen(fstype, FSOPEN_CLOEXEC)`: a filesystem context to configure.
-pub fn fs_open(fstype: &str) -> Result<OwnedFd, Errno> {
+pub(crate) fn fs_open(fstype: &str) -> Result<OwnedFd, Errno> {
     let t = CString::new(fstype).map_err(|_| Errno::EINVAL)?;
     // SAFETY: `t` is a valid NUL-terminated string for the call.
     fd_result(unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), FSOPEN_CLOEXEC) })
 }
 
 /// `fsconfig(ctx, FSCONFIG_SET_STRING, key, value, 0)`.
-pub fn fs_set_string(ctx: BorrowedFd<'_>, key: &str, value: &str) -> Result<(), Errno> {
+pub(crate) fn fs_set_string(ctx: BorrowedFd<'_>, key: &str, value: &str) -> Result<(), Errno> {
     let k = CString::new(key).map_err(|_| Errno::EINVAL)?;
     let v = CString::new(value).map_err(|_| Errno::EINVAL)?;
     // SAFETY: both strings are valid and NUL-terminated for the call.
@@ -152,7 +152,7 @@ pub fn fs_set_string(ctx: BorrowedFd<'_>, key: &str, value: &str) -> Result<(), 
 }
 
 /// `fsconfig(ctx, FSCONFIG_SET_FD, key, NULL, fd)`: e.g. overlayfs `lowerdir+`.
-pub fn fs_set_fd(ctx: BorrowedFd<'_>, key: &str, fd: BorrowedFd<'_>) -> Result<(), Errno> {
+pub(crate) fn fs_set_fd(ctx: BorrowedFd<'_>, key: &str, fd: BorrowedFd<'_>) -> Result<(), Errno> {
     let k = CString::new(key).map_err(|_| Errno::EINVAL)?;
     // SAFETY: `k` is valid for the call; the value pointer is NULL as the ABI requires
     // for FSCONFIG_SET_FD, and `fd` is a live descriptor.
@@ -170,7 +170,7 @@ pub fn fs_set_fd(ctx: BorrowedFd<'_>, key: &str, fd: BorrowedFd<'_>) -> Result<(
 
 /// `fsconfig(ctx, FSCONFIG_CMD_CREATE)` then `fsmount(ctx, FSMOUNT_CLOEXEC, attrs)`:
 /// a detached mount of the configured filesystem.
-pub fn fs_create_mount(ctx: BorrowedFd<'_>, attrs: u64) -> Result<OwnedFd, Errno> {
+pub(crate) fn fs_create_mount(ctx: BorrowedFd<'_>, attrs: u64) -> Result<OwnedFd, Errno> {
     // SAFETY: FSCONFIG_CMD_CREATE takes no pointers.
     unit_result(unsafe {
         libc::syscall(

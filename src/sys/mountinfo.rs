@@ -12,19 +12,19 @@ pub struct Mount {
     /// The mount point, seen from the reading process's root (field 5), unescaped.
     pub mount_point: PathBuf,
     /// The filesystem type (`overlay`, `ext4`, `cgroup`).
-    pub fs_type: String,
+    pub(crate) fs_type: String,
     /// The mount source (`siloc-<id>` for siloc's overlays; empty for `none`),
     /// unescaped.
-    pub source: String,
+    pub(crate) source: String,
     /// Per-mount options (field 6): `rw`, `nosuid`, `idmapped`, ...
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
     /// Per-superblock options (the last field): `rw`, `lowerdir+=...`, `favordynmods`.
-    pub super_options: Vec<String>,
+    pub(crate) super_options: Vec<String>,
 }
 
 impl Mount {
     /// Whether the per-mount options include `opt`.
-    pub fn has_option(&self, opt: &str) -> bool {
+    pub(crate) fn has_option(&self, opt: &str) -> bool {
         self.options.iter().any(|o| o == opt)
     }
 }
@@ -70,7 +70,7 @@ fn convert(m: MountInfo) -> Mount {
 }
 
 /// Parses mountinfo text, in table order; lines procfs cannot read are skipped.
-pub fn parse(text: &str) -> Vec<Mount> {
+pub(crate) fn parse(text: &str) -> Vec<Mount> {
     text.lines()
         .filter_map(|l| MountInfo::from_line(l).ok())
         .map(convert)
@@ -89,13 +89,13 @@ pub fn read(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
 }
 
 /// The topmost (last) mount whose mount point is `target`.
-pub fn top_at<'a>(mounts: &'a [Mount], target: &Path) -> Option<&'a Mount> {
+pub(crate) fn top_at<'a>(mounts: &'a [Mount], target: &Path) -> Option<&'a Mount> {
     mounts.iter().rev().find(|m| m.mount_point == target)
 }
 
 /// The mount that holds `path`: the topmost of those with the longest mount point that
 /// is `path` or one of its ancestors.
-pub fn holder<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
+pub(crate) fn holder<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
     mounts
         .iter()
         .filter(|m| path.starts_with(&m.mount_point))
@@ -106,7 +106,7 @@ pub fn holder<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
 }
 
 /// Whether `p` is a mount point in this process's mount table.
-pub fn is_mount_point(p: &Path) -> bool {
+pub(crate) fn is_mount_point(p: &Path) -> bool {
     read(None).is_ok_and(|ms| ms.iter().any(|m| m.mount_point == p))
 }
 

@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// `p` (taken as absolute) with `.` parts dropped and each `..` removing the part
 /// before it, never above `/`. Symlinks are not resolved.
-pub fn clean(p: &Path) -> PathBuf {
+pub(crate) fn clean(p: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in p.components() {
         match c {
@@ -24,13 +24,13 @@ pub fn clean(p: &Path) -> PathBuf {
 /// `p` joined to the working directory when relative, then [`clean`]ed.
 ///
 /// Errors: the working directory cannot be read (only for a relative `p`).
-pub fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn absolute_clean(p: &Path) -> std::io::Result<PathBuf> {
     Ok(clean(&std::path::absolute(p)?))
 }
 
 /// `p` with symlinks resolved, for a path whose last components may not exist yet:
 /// the deepest existing ancestor canonicalized, the rest appended.
-pub fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn canonical_to_be(p: &Path) -> std::io::Result<PathBuf> {
     let mut rest = Vec::new();
     let mut at = p;
     loop {

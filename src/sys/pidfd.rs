@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 
 /// Waits up to `timeout` for `pid` to exit. Returns true when it has exited (or never
 /// existed), false on timeout or when pidfds are unavailable.
-pub fn wait_exit(pid: Pid, timeout: Duration) -> bool {
+pub(crate) fn wait_exit(pid: Pid, timeout: Duration) -> bool {
     match open(pid) {
         Ok(fd) => wait_fd(&fd, timeout),
         Err(e) => e == nix::errno::Errno::ESRCH,
@@ -20,7 +20,7 @@ pub fn wait_exit(pid: Pid, timeout: Duration) -> bool {
 /// Sends SIGKILL to `pid` and waits up to `timeout` for it to exit, both through one
 /// pidfd, so a pid reused in between is never signalled (pidfd_send_signal(2), 5.1+).
 /// Returns true when it has exited (or never existed).
-pub fn kill_and_wait(pid: Pid, timeout: Duration) -> bool {
+pub(crate) fn kill_and_wait(pid: Pid, timeout: Duration) -> bool {
     let fd = match open(pid) {
         Ok(fd) => fd,
         Err(e) => return e == nix::errno::Errno::ESRCH,
