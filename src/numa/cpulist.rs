@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Highest CPU or node number accepted: the kernel's largest `NR_CPUS` (x86
 /// `CONFIG_MAXSMP`) is 8192, so anything above is a typo, not a machine.
-pub const MAX_ID: u32 = 8191;
+pub(crate) const MAX_ID: u32 = 8191;
 
 /// Errors from [`CpuList::parse`]; each carries the text at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -76,19 +76,20 @@ impl CpuList {
     }
 
     /// The set holding exactly `ids`.
-    pub fn from_ids(ids: impl IntoIterator<Item = u32>) -> CpuList {
+    pub(crate) fn from_ids(ids: impl IntoIterator<Item = u32>) -> CpuList {
         CpuList(ids.into_iter().collect())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn contains(&self, id: u32) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, id: u32) -> bool {
         self.0.contains(&id)
     }
 
@@ -97,19 +98,19 @@ impl CpuList {
         self.0.iter().copied()
     }
 
-    pub fn intersection(&self, other: &CpuList) -> CpuList {
+    pub(crate) fn intersection(&self, other: &CpuList) -> CpuList {
         CpuList(self.0.intersection(&other.0).copied().collect())
     }
 
-    pub fn union(&self, other: &CpuList) -> CpuList {
+    pub(crate) fn union(&self, other: &CpuList) -> CpuList {
         CpuList(self.0.union(&other.0).copied().collect())
     }
 
-    pub fn difference(&self, other: &CpuList) -> CpuList {
+    pub(crate) fn difference(&self, other: &CpuList) -> CpuList {
         CpuList(self.0.difference(&other.0).copied().collect())
     }
 
-    pub fn is_subset(&self, other: &CpuList) -> bool {
+    pub(crate) fn is_subset(&self, other: &CpuList) -> bool {
         self.0.is_subset(&other.0)
     }
 }

@@ -42,7 +42,7 @@ pub enum LocalityError {
 }
 
 /// How deep dm/md/loop stacks may go before the walk gives up.
-pub const MAX_DEPTH: usize = 16;
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// Finds the device (`st_dev`) of the filesystem holding a path.
 pub trait DevLookup {
@@ -74,12 +74,12 @@ impl DevLookup for StatLookup {
 /// A fixed table for tests: the longest listed prefix of a path gives its device.
 #[cfg(test)]
 #[derive(Debug, Clone, Default)]
-pub struct MapLookup(pub std::collections::BTreeMap<PathBuf, DevNum>);
+pub(crate) struct MapLookup(pub std::collections::BTreeMap<PathBuf, DevNum>);
 
 #[cfg(test)]
 impl MapLookup {
     /// A table from `(path prefix, (major, minor))` pairs.
-    pub fn of(entries: &[(&str, (u32, u32))]) -> MapLookup {
+    pub(crate) fn of(entries: &[(&str, (u32, u32))]) -> MapLookup {
         MapLookup(
             entries
                 .iter()
@@ -103,27 +103,27 @@ impl DevLookup for MapLookup {
 
 /// A physical device at the bottom of a stack, with its NUMA node (`None`: unknown).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Leaf {
+pub(crate) struct Leaf {
     /// Whole-disk name (`nvme0n1`, `vda`), or a multipath path (`nvme0c1n1`).
-    pub name: String,
-    pub node: Option<u32>,
+    pub(crate) name: String,
+    pub(crate) node: Option<u32>,
 }
 
 /// The devices behind one path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathDevices {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The whole disk holding the path's filesystem (a partition's parent; a dm,
     /// md or loop device itself): what `io.max` and `blkio.throttle.*` take.
-    pub disk: String,
+    pub(crate) disk: String,
     pub dev: DevNum,
     /// The physical devices under `disk`, with their nodes.
-    pub leaves: Vec<Leaf>,
+    pub(crate) leaves: Vec<Leaf>,
 }
 
 impl PathDevices {
     /// The distinct known nodes of the leaves, ascending.
-    pub fn nodes(&self) -> Vec<u32> {
+    pub(crate) fn nodes(&self) -> Vec<u32> {
         let mut n: Vec<u32> = self.leaves.iter().filter_map(|l| l.node).collect();
         n.sort_unstable();
         n.dedup();
@@ -132,7 +132,7 @@ impl PathDevices {
 
     /// `disk(MAJ:MIN)` and, when the leaves differ from it, `→ leaf@node,…`; `?` for
     /// an unknown node. For logs and the decision annotations.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let leaf = |l: &Leaf| match l.node {
             Some(n) => format!("{}@{n}", l.name),
             None => format!("{}@?", l.name),

@@ -8,7 +8,7 @@
 //! `linux.resources.cpu.cpus`/`mems` (runtime-spec config-linux "CPU"), which
 //! libcontainer writes to `cpuset.cpus`/`cpuset.mems`.
 
-pub mod cpulist;
+pub(crate) mod cpulist;
 pub mod locality;
 pub mod topology;
 
@@ -26,9 +26,9 @@ use crate::numa::topology::{CpuList, Topology};
 /// `[numa]`: NUMA-local placement (DESIGN.md item 3).
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct NumaConfig {
+pub(crate) struct NumaConfig {
     /// `off`, `auto` or `node:N`; `io.siloc.numa` overrides it.
-    pub default: String,
+    pub(crate) default: String,
 }
 
 impl Default for NumaConfig {
@@ -41,7 +41,7 @@ impl Default for NumaConfig {
 
 impl NumaConfig {
     /// Checks the section; errors are (key, message).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         NumaMode::parse(&self.default)
             .map(|_| ())
             .map_err(|m| ("numa.default", m))
@@ -50,7 +50,7 @@ impl NumaConfig {
 
 /// What `io.siloc.numa` asks for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NumaMode {
+pub(crate) enum NumaMode {
     /// Leave the cpuset alone (runc's behaviour).
     #[default]
     Off,
@@ -62,7 +62,7 @@ pub enum NumaMode {
 
 impl NumaMode {
     /// Parses `auto`, `off` or `node:N`. Errors: a message saying what is accepted.
-    pub fn parse(text: &str) -> Result<NumaMode, String> {
+    pub(crate) fn parse(text: &str) -> Result<NumaMode, String> {
         match text.trim() {
             "off" => Ok(NumaMode::Off),
             "auto" => Ok(NumaMode::Auto),
@@ -87,18 +87,18 @@ impl fmt::Display for NumaMode {
 
 /// The NUMA part of a plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NumaPlan {
-    pub mode: NumaMode,
+pub(crate) struct NumaPlan {
+    pub(crate) mode: NumaMode,
     /// `linux.resources.cpu.cpus` as the spec asks (parsed only when placing).
-    pub spec_cpus: Option<CpuList>,
+    pub(crate) spec_cpus: Option<CpuList>,
     /// `linux.resources.cpu.mems` as the spec asks.
-    pub spec_mems: Option<CpuList>,
+    pub(crate) spec_mems: Option<CpuList>,
 }
 
 /// Reads `io.siloc.numa` (else the host default) and, when placement is on, the
 /// spec's cpuset. Errors: [`AnnotationError`] naming `io.siloc.numa`, for a bad value or
 /// a spec cpuset that is not a cpu list.
-pub fn plan(
+pub(crate) fn plan(
     a: &HashMap<String, String>,
     spec: &Spec,
     cfg: &NumaConfig,
@@ -144,7 +144,7 @@ pub fn plan(
 
 /// A placement that cannot be made; each names `io.siloc.numa`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum NumaError {
+pub(crate) enum NumaError {
     #[error("annotation io.siloc.numa: node {node} does not exist on this host (nodes: {known})")]
     NoSuchNode { node: u32, known: String },
     #[error(
@@ -156,27 +156,27 @@ pub enum NumaError {
 
 /// What siloc decided, with the reason (also shown in `io.siloc.numa.decision`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NumaDecision {
-    pub mode: NumaMode,
+pub(crate) struct NumaDecision {
+    pub(crate) mode: NumaMode,
     /// The nodes the container is placed on; empty: not placed (cpuset untouched).
-    pub nodes: Vec<u32>,
+    pub(crate) nodes: Vec<u32>,
     /// The value for `linux.resources.cpu.cpus`; `None`: leave the spec's.
-    pub cpus: Option<CpuList>,
+    pub(crate) cpus: Option<CpuList>,
     /// The value for `linux.resources.cpu.mems`; `None`: leave the spec's.
-    pub mems: Option<CpuList>,
+    pub(crate) mems: Option<CpuList>,
     /// The container's devices, as [`PathDevices::describe`] shows them.
-    pub devices: Vec<String>,
-    pub reason: String,
+    pub(crate) devices: Vec<String>,
+    pub(crate) reason: String,
     /// The spec pins CPUs or memory elsewhere and keeps them (a logged conflict).
     #[serde(default)]
-    pub spec_wins: bool,
+    pub(crate) spec_wins: bool,
 }
 
 impl NumaDecision {
     /// The `io.siloc.numa.decision` annotation: space-separated `key=value` in fixed
     /// order, `-` for "left as the spec has it", free text after `reason=`:
     /// `mode=auto nodes=0 cpus=0-23,48-71 mems=0 devices=nvme0n1@0(259:0) reason=…`.
-    pub fn annotation(&self) -> String {
+    pub(crate) fn annotation(&self) -> String {
         let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
         format!(
             "mode={} nodes={} cpus={} mems={} devices={} reason={}",
@@ -290,7 +290,7 @@ fn auto_nodes(writable: Option<&PathDevices>, volumes: &[PathDevices]) -> (Vec<u
 /// ([`Topology::usable_cpus`]).
 ///
 /// Errors: [`NumaError`] for a node that does not exist or has no usable CPUs.
-pub fn decide(
+pub(crate) fn decide(
     plan: &NumaPlan,
     topo: &Topology,
     writable: Option<&PathDevices>,

@@ -27,9 +27,9 @@ pub enum TopologyError {
 pub struct Node {
     /// `nodeN/cpulist`: the CPUs on this node, online or not. Empty for memory-only
     /// nodes (CXL, HBM).
-    pub cpus: CpuList,
+    pub(crate) cpus: CpuList,
     /// `nodeN/distance`: node id → ACPI SLIT distance (10 = local).
-    pub distances: BTreeMap<u32, u32>,
+    pub(crate) distances: BTreeMap<u32, u32>,
 }
 
 /// The NUMA topology of a host.
@@ -38,13 +38,13 @@ pub struct Topology {
     /// Online nodes by id.
     pub nodes: BTreeMap<u32, Node>,
     /// `cpu/online`.
-    pub online: CpuList,
+    pub(crate) online: CpuList,
     /// `cpu/isolated` (`isolcpus=`): CPUs the admin keeps for other work; siloc
     /// never places a container on them.
-    pub isolated: CpuList,
+    pub(crate) isolated: CpuList,
     /// `cpuN/topology/thread_siblings_list` for each online CPU: the hardware
     /// threads of its physical core (itself alone without SMT).
-    pub siblings: BTreeMap<u32, CpuList>,
+    pub(crate) siblings: BTreeMap<u32, CpuList>,
 }
 
 fn read(path: &Path) -> Result<String, TopologyError> {
@@ -158,7 +158,8 @@ impl Topology {
     }
 
     /// The node holding `cpu`, if any.
-    pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
+    #[cfg(test)]
+    pub(crate) fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
         self.nodes
             .iter()
             .find(|(_, n)| n.cpus.contains(cpu))
@@ -166,7 +167,8 @@ impl Topology {
     }
 
     /// SLIT distance from node `a` to node `b`, if both are known.
-    pub fn distance(&self, a: u32, b: u32) -> Option<u32> {
+    #[cfg(test)]
+    pub(crate) fn distance(&self, a: u32, b: u32) -> Option<u32> {
         self.nodes
             .get(&a)
             .and_then(|n| n.distances.get(&b).copied())
@@ -176,7 +178,7 @@ impl Topology {
 /// The fixture sysfs trees under `tests/fixtures/sysfs/` (for tests in any module).
 #[cfg(test)]
 #[cfg(test)]
-pub fn fixture(host: &str) -> PathBuf {
+pub(crate) fn fixture(host: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(host)
