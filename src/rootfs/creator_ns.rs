@@ -35,7 +35,7 @@ use super::RootfsError;
 ///
 /// Errors: [`RootfsError::Sys`] naming the step (`unshare mount namespace`,
 /// `statx`, `make mount slave`) and the path.
-pub fn enter(target: &Path) -> Result<(), RootfsError> {
+pub(crate) fn enter(target: &Path) -> Result<(), RootfsError> {
     let fail = |step, path: &Path| {
         let path = path.to_path_buf();
         move |errno| RootfsError::Sys { step, path, errno }

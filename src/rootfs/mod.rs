@@ -13,7 +13,7 @@
 //! Plain directory rootfs under a user namespace: one idmapped clone of the directory
 //! attached on top of itself.
 
-pub mod creator_ns;
+pub(crate) mod creator_ns;
 mod private_ns;
 
 use std::collections::BTreeMap;
@@ -31,12 +31,12 @@ use crate::sys::mountapi;
 use crate::sys::mountinfo::{self, Mount};
 
 /// overlayfs' limit on lower layers (`OVL_MAX_STACK`, fs/overlayfs/params.h).
-pub const MAX_LAYERS: usize = 500;
+pub(crate) const MAX_LAYERS: usize = 500;
 /// `mount(2)` copies at most one page of options; the kernel cuts at 4095 bytes.
-pub const LEGACY_OPTIONS_MAX: usize = 4095;
+pub(crate) const LEGACY_OPTIONS_MAX: usize = 4095;
 /// Set to `1` to take the pre-6.8 path (mount(2) with /proc/self/fd paths) even where
 /// `lowerdir+` works; the test suite uses it to cover the fallback on new kernels.
-pub const FORCE_LEGACY_ENV: &str = "SILOC_OVERLAY_LEGACY";
+pub(crate) const FORCE_LEGACY_ENV: &str = "SILOC_OVERLAY_LEGACY";
 
 /// Errors while assembling or removing a rootfs; each names the path involved.
 #[derive(Debug, thiserror::Error)]
@@ -86,20 +86,20 @@ fn sys<'a>(step: &'static str, path: &'a Path) -> impl Fn(Errno) -> RootfsError 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssemblyReport {
     /// Detached trees cloned (one per filesystem holding layers).
-    pub trees: usize,
+    pub(crate) trees: usize,
     /// `mount_setattr(MOUNT_ATTR_IDMAP)` calls made (0 without a user namespace).
-    pub idmaps: usize,
+    pub(crate) idmaps: usize,
     /// Mounts attached to the mount table: always 1.
-    pub attached: usize,
+    pub(crate) attached: usize,
     /// Whether the pre-6.8 `mount(2)` path was used.
-    pub legacy: bool,
+    pub(crate) legacy: bool,
 }
 
 /// A checked lower layer: its canonical path and the filesystem (st_dev) it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
-    pub path: PathBuf,
-    pub dev: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) dev: u64,
 }
 
 /// The overlay to build: lower layers base first (image-manifest order, checked by
@@ -438,7 +438,7 @@ pub fn mount_idmapped_bind(dir: &Path, userns: BorrowedFd<'_>) -> Result<(), Roo
 /// Errors: [`RootfsError::Sys`] (`open_tree`) naming `source`;
 /// [`RootfsError::NotIdmappable`] or [`RootfsError::AlreadyIdmapped`] when the kernel
 /// refuses the idmap.
-pub fn idmapped_clone(
+pub(crate) fn idmapped_clone(
     source: &Path,
     userns: BorrowedFd<'_>,
     recursive_clone: bool,
@@ -490,14 +490,14 @@ fn idmapped_at_or_below(mounts: &[Mount], path: &Path) -> Option<PathBuf> {
 }
 
 /// The topmost mount at `target` in this mount namespace, if any.
-pub fn mount_at(target: &Path) -> Option<Mount> {
+pub(crate) fn mount_at(target: &Path) -> Option<Mount> {
     let mounts = mountinfo::read(None).ok()?;
     mountinfo::top_at(&mounts, target).cloned()
 }
 
 /// Detaches the mount at `target`: a plain unmount, lazily (MNT_DETACH) when busy.
 /// Errors: the unmount fails for another reason than "not mounted".
-pub fn unmount(target: &Path) -> Result<(), RootfsError> {
+pub(crate) fn unmount(target: &Path) -> Result<(), RootfsError> {
     match umount2(target, MntFlags::empty()) {
         Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
         Err(Errno::EBUSY) => umount2(target, MntFlags::MNT_DETACH).map_err(sys("umount", target)),
