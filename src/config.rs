@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use crate::iopolicy::IoConfig;
-pub use crate::numa::NumaConfig;
-pub use crate::userns::UsernsConfig;
+pub(crate) use crate::numa::NumaConfig;
+pub(crate) use crate::userns::UsernsConfig;
 
 /// Where the file is looked for when neither `--config` nor `SILOC_CONFIG` is given.
 pub const DEFAULT_PATH: &str = "/etc/siloc/siloc.toml";

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotations::{self as ann, AnnotationError, err};
 use crate::config::HostConfig;
-pub use crate::userns::UsernsPlan;
+pub(crate) use crate::userns::UsernsPlan;
 
 /// Where the container's writable layer lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

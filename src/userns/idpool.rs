@@ -17,28 +17,28 @@ use crate::sys::fs::{IoAt, io_at, write_atomic};
 use crate::sys::lock::{Mode, lock_dir};
 
 /// Ranges start at multiples of this many IDs (the usual container range size).
-pub const ALIGN: u64 = 65_536;
+pub(crate) const ALIGN: u64 = 65_536;
 
 /// The host IDs siloc may hand out: uids from `uid_start`, gids from `gid_start`,
 /// `size` of each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pool {
-    pub uid_start: u32,
-    pub gid_start: u32,
-    pub size: u32,
+pub(crate) struct Pool {
+    pub(crate) uid_start: u32,
+    pub(crate) gid_start: u32,
+    pub(crate) size: u32,
 }
 
 /// One container's host IDs: container ID 0 maps to host `uid`/`gid`, `size` IDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Range {
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u32,
+pub(crate) struct Range {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) size: u32,
 }
 
 /// Errors from the pool; each names the file or the request.
 #[derive(Debug, thiserror::Error)]
-pub enum IdPoolError {
+pub(crate) enum IdPoolError {
     #[error(
         "ID pool exhausted: no free range of {size} IDs in the pool of {pool_size} IDs \
          ({live} ranges live); delete containers or enlarge [userns] pool_size"
@@ -70,7 +70,7 @@ struct Table {
 impl Pool {
     /// The pool from the config, else from /etc/subuid + /etc/subgid (`containers`),
     /// else the built-in default.
-    pub fn from_config(cfg: &UsernsConfig) -> Pool {
+    pub(crate) fn from_config(cfg: &UsernsConfig) -> Pool {
         Self::resolve(cfg, Path::new("/etc/subuid"), Path::new("/etc/subgid"))
     }
 
@@ -115,7 +115,7 @@ fn sub_id_entry(path: &Path, name: &str) -> Option<(u32, u32)> {
 }
 
 /// The pool table of one state root.
-pub struct IdPool {
+pub(crate) struct IdPool {
     root: PathBuf,
     dir: PathBuf,
     pool: Pool,
@@ -123,7 +123,7 @@ pub struct IdPool {
 
 impl IdPool {
     /// The table under `<state_root>/.siloc`. Nothing is touched until a call.
-    pub fn new(state_root: &Path, pool: Pool) -> IdPool {
+    pub(crate) fn new(state_root: &Path, pool: Pool) -> IdPool {
         IdPool {
             root: state_root.to_path_buf(),
             dir: state_root.join(".siloc"),
@@ -177,7 +177,8 @@ impl IdPool {
     ///
     /// Errors: [`IdPoolError::Exhausted`], [`IdPoolError::TooLarge`],
     /// [`IdPoolError::AlreadyHeld`], table I/O.
-    pub fn allocate(&self, id: &str, size: u32) -> Result<Range, IdPoolError> {
+    #[cfg(test)]
+    pub(crate) fn allocate(&self, id: &str, size: u32) -> Result<Range, IdPoolError> {
         self.allocate_preferring(id, size, None)
     }
 
@@ -187,7 +188,7 @@ impl IdPool {
     /// owners only under that range. Otherwise first fit, as `allocate`.
     ///
     /// Errors: as [`IdPool::allocate`].
-    pub fn allocate_preferring(
+    pub(crate) fn allocate_preferring(
         &self,
         id: &str,
         size: u32,
@@ -223,7 +224,7 @@ impl IdPool {
 
     /// Releases container `id`'s range. Returns whether it held one; releasing twice
     /// is not an error, so `delete --force` can always call it.
-    pub fn release(&self, id: &str) -> Result<bool, IdPoolError> {
+    pub(crate) fn release(&self, id: &str) -> Result<bool, IdPoolError> {
         self.with_table(|t| {
             let had = t.ranges.remove(id).is_some();
             Ok((had, had))
@@ -231,7 +232,8 @@ impl IdPool {
     }
 
     /// The range container `id` holds, if any.
-    pub fn get(&self, id: &str) -> Result<Option<Range>, IdPoolError> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, id: &str) -> Result<Option<Range>, IdPoolError> {
         let pool = self.pool;
         self.with_table(|t| Ok((t.ranges.get(id).map(|&(o, s)| range_at(pool, o, s)), false)))
     }
@@ -239,7 +241,7 @@ impl IdPool {
     /// The container whose range holds host uid `uid`, if any.
     ///
     /// Errors: table I/O.
-    pub fn holder_of(&self, uid: u32) -> Result<Option<String>, IdPoolError> {
+    pub(crate) fn holder_of(&self, uid: u32) -> Result<Option<String>, IdPoolError> {
         Ok(self
             .list()?
             .into_iter()
@@ -248,7 +250,7 @@ impl IdPool {
     }
 
     /// Every live allocation, by container id.
-    pub fn list(&self) -> Result<BTreeMap<String, Range>, IdPoolError> {
+    pub(crate) fn list(&self) -> Result<BTreeMap<String, Range>, IdPoolError> {
         let pool = self.pool;
         self.with_table(|t| {
             let m = t

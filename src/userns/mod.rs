@@ -2,8 +2,8 @@
 //! ([`plan`]), the host ID ranges behind it ([`idpool`]), and the throwaway namespaces
 //! that carry a mapping for idmapped mounts ([`ns_fd`]).
 
-pub mod idpool;
-pub mod ns_fd;
+pub(crate) mod idpool;
+pub(crate) mod ns_fd;
 
 use std::collections::HashMap;
 
@@ -11,26 +11,26 @@ use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use serde::{Deserialize, Serialize};
 
 use crate::annotations::{self as ann, AnnotationError, err};
-pub use idpool::Range;
+pub(crate) use idpool::Range;
 pub use ns_fd::{IdMap, userns_with_mapping};
 
 /// Default pool when /etc/subuid has no `containers` entry: 16384 ranges of 65536 IDs
 /// starting at 100000 (the first ID `useradd` leaves to sub-ID ranges).
-pub const DEFAULT_POOL_START: u32 = 100_000;
-pub const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
+pub(crate) const DEFAULT_POOL_START: u32 = 100_000;
+pub(crate) const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
 
 /// `[userns]`: per-container user namespaces (DESIGN.md item 1).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct UsernsConfig {
+pub(crate) struct UsernsConfig {
     /// `off` or `auto`; a container's `io.siloc.userns` annotation overrides it.
-    pub default: String,
+    pub(crate) default: String,
     /// IDs per container when `io.siloc.userns.size` is not given.
-    pub size: u32,
+    pub(crate) size: u32,
     /// First host ID of the pool. Unset: /etc/subuid's `containers` entry, else 100000.
-    pub pool_start: Option<u32>,
+    pub(crate) pool_start: Option<u32>,
     /// Number of host IDs in the pool.
-    pub pool_size: Option<u32>,
+    pub(crate) pool_size: Option<u32>,
 }
 
 impl Default for UsernsConfig {
@@ -46,7 +46,7 @@ impl Default for UsernsConfig {
 
 impl UsernsConfig {
     /// Checks the section; errors are (key under `[userns]`, message).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if !matches!(self.default.as_str(), "off" | "auto") {
             return Err((
                 "userns.default",
@@ -77,7 +77,7 @@ impl UsernsConfig {
 
 /// Which user namespace the container gets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum UsernsPlan {
+pub(crate) enum UsernsPlan {
     /// No user namespace (or one joined by path): IDs are the host's.
     Host,
     /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
@@ -91,7 +91,7 @@ pub enum UsernsPlan {
 /// `io.siloc.userns.size`, else the host default `cfg`.
 ///
 /// Errors: [`AnnotationError`] naming the bad annotation.
-pub fn plan(
+pub(crate) fn plan(
     spec: &Spec,
     a: &HashMap<String, String>,
     cfg: &UsernsConfig,
@@ -155,7 +155,10 @@ pub fn plan(
 }
 
 /// The mappings the container (and the idmapped layers) use, if any.
-pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<IdMap>, Vec<IdMap>)> {
+pub(crate) fn id_maps(
+    plan_userns: &UsernsPlan,
+    range: Option<Range>,
+) -> Option<(Vec<IdMap>, Vec<IdMap>)> {
     match (plan_userns, range) {
         (UsernsPlan::Auto { .. }, Some(r)) => Some((
             vec![IdMap {
@@ -177,7 +180,7 @@ pub fn id_maps(plan_userns: &UsernsPlan, range: Option<Range>) -> Option<(Vec<Id
 }
 
 /// The host IDs that container root maps to (owner of the writable dirs).
-pub fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
+pub(crate) fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
     let find = |m: &[IdMap]| {
         m.iter()
             .find(|m| m.container_id == 0)
