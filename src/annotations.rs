@@ -21,39 +21,39 @@ pub const ROOTFS_WORK: &str = "io.siloc.rootfs.work";
 /// bundle's author, or siloc's shim, which strips any a pod brought) may set them.
 pub const ROOTFS_PREFIX: &str = "io.siloc.rootfs.";
 /// `auto`, `node:N` or `off`: NUMA-local placement.
-pub const NUMA: &str = "io.siloc.numa";
+pub(crate) const NUMA: &str = "io.siloc.numa";
 /// Name of an I/O class from the host config.
-pub const IO_CLASS: &str = "io.siloc.io.class";
+pub(crate) const IO_CLASS: &str = "io.siloc.io.class";
 /// Explicit limits: `rbps=…,wbps=…,riops=…,wiops=…`.
-pub const IO_MAX: &str = "io.siloc.io.max";
+pub(crate) const IO_MAX: &str = "io.siloc.io.max";
 /// Proportional I/O weight.
-pub const IO_WEIGHT: &str = "io.siloc.io.weight";
+pub(crate) const IO_WEIGHT: &str = "io.siloc.io.weight";
 /// cgroup v2 io.latency target for the container's disks: `2ms`, `500us`, or µs.
-pub const IO_LATENCY: &str = "io.siloc.io.latency";
+pub(crate) const IO_LATENCY: &str = "io.siloc.io.latency";
 
 /// Written by siloc: the host ID range, `uid=U,gid=G,size=N`.
 pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
 /// Written by siloc: how the rootfs was assembled
 /// (`overlay layers=N trees=T idmapped=yes attached=1 via=lowerdir+`, or `idmapped-bind`).
-pub const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";
+pub(crate) const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";
 /// Written by siloc when `io.siloc.numa` is not off: `mode=auto nodes=0 cpus=0-23
 /// mems=0 devices=nvme0n1@0(259:0) reason=…` (`-`: left as the spec has it).
-pub const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
+pub(crate) const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
 /// Written by siloc when an I/O policy applies: `class=NAME cgroup=v1 devices=
 /// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N latency=µs spec=…` (`-`: none).
-pub const OUT_IO_POLICY: &str = "io.siloc.io.policy";
+pub(crate) const OUT_IO_POLICY: &str = "io.siloc.io.policy";
 
 /// A bad `io.siloc.*` annotation or host default; names the annotation. Each feature's
 /// `plan` returns it, so the message reads `annotation io.siloc.numa: ...`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("annotation {key}: {msg}")]
-pub struct AnnotationError {
-    pub key: String,
-    pub msg: String,
+pub(crate) struct AnnotationError {
+    pub(crate) key: String,
+    pub(crate) msg: String,
 }
 
 /// An [`AnnotationError`] for annotation `key`.
-pub fn err(key: &str, msg: impl Into<String>) -> AnnotationError {
+pub(crate) fn err(key: &str, msg: impl Into<String>) -> AnnotationError {
     AnnotationError {
         key: key.to_string(),
         msg: msg.into(),
