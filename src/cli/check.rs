@@ -8,22 +8,22 @@ use std::path::Path;
 use crate::iopolicy::host;
 
 #[derive(clap::Args, Debug)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Print JSON instead of a table
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// HOST-WIDE: switch io.cost on for DISK (root io.cost.qos "MAJ:MIN enable=1");
     /// io.weight on cgroup v2 then takes effect, for every cgroup on the disk
     #[arg(long = "enable-iocost", value_name = "DISK")]
-    pub enable_iocost: Option<String>,
+    pub(crate) enable_iocost: Option<String>,
     /// HOST-WIDE: set DISK's I/O scheduler (e.g. vda=bfq); bfq weights then take
     /// effect, and every process's I/O to the disk goes through it
     #[arg(long, value_name = "DISK=NAME")]
-    pub scheduler: Option<String>,
+    pub(crate) scheduler: Option<String>,
 }
 
 /// `siloc check`. Errors: a knob that cannot be switched (named), JSON output.
-pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
+pub(crate) fn check(a: &CheckArgs) -> anyhow::Result<()> {
     let sysfs = Path::new("/sys");
     let cgroup_root = Path::new("/sys/fs/cgroup");
     if let Some(spec) = &a.scheduler {

@@ -11,40 +11,40 @@ use crate::lifecycle::{self, CreateRequest};
 
 /// Flags shared by `create` and `run`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// Path to the bundle directory
     #[arg(short = 'b', long, default_value = ".")]
-    pub bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     /// Unix socket that receives the pty master (SCM_RIGHTS) when process.terminal is true
     #[arg(long = "console-socket")]
-    pub console_socket: Option<PathBuf>,
+    pub(crate) console_socket: Option<PathBuf>,
     /// File to write the container process's pid to
     #[arg(long = "pid-file")]
-    pub pid_file: Option<PathBuf>,
+    pub(crate) pid_file: Option<PathBuf>,
     /// Do not use pivot_root to jail the process (ramdisk roots)
     #[arg(long = "no-pivot")]
-    pub no_pivot: bool,
+    pub(crate) no_pivot: bool,
     /// Do not create a new session keyring (accepted; libcontainer decides)
     #[arg(long = "no-new-keyring")]
-    pub no_new_keyring: bool,
+    pub(crate) no_new_keyring: bool,
     /// Pass this many extra file descriptors (from fd 3) to the container
     #[arg(long = "preserve-fds", default_value_t = 0)]
-    pub preserve_fds: i32,
+    pub(crate) preserve_fds: i32,
 }
 
 /// `run`: `create` + `start`, in the foreground unless `--detach`.
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub create: CreateArgs,
+    pub(crate) create: CreateArgs,
     /// Detach from the container's process
     #[arg(short = 'd', long)]
-    pub detach: bool,
+    pub(crate) detach: bool,
     /// Do not delete the container after it exits
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 impl CreateArgs {
@@ -66,14 +66,14 @@ impl CreateArgs {
 }
 
 /// `siloc create`.
-pub fn create(ctx: &Ctx, a: CreateArgs) -> anyhow::Result<Container> {
+pub(crate) fn create(ctx: &Ctx, a: CreateArgs) -> anyhow::Result<Container> {
     let rt = ctx.runtime()?;
     let req = a.request(ctx, true)?;
     Ok(lifecycle::create(&rt, &req)?)
 }
 
 /// `siloc run`: returns the container's exit status in the foreground, 0 detached.
-pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let rt = ctx.runtime()?;
     if a.detach {
         let req = a.create.request(ctx, true)?;

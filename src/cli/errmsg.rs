@@ -15,12 +15,12 @@ const CREATE_FAILED: &str = "failed to create container: ";
 
 /// Exit status of a failed `siloc exec` (runc: 255, so a caller can tell it from the
 /// process's own status).
-pub const EXEC_ERROR_STATUS: i32 = 255;
+pub(crate) const EXEC_ERROR_STATUS: i32 = 255;
 
 /// The error and its causes as one line, `a: b: c` as anyhow's `{:#}` joins them,
 /// leaving out a cause whose text the line already holds: siloc's errors show their
 /// source in their own message (`{path}: {source}`), which `{:#}` repeated.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut line = String::new();
     let mut next = Some(e);
     while let Some(cause) = next {
@@ -39,7 +39,7 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// The whole error chain `msg` of a failed command in runc's words; `exec` says whether
 /// the command was `exec`, whose errors runc prefixes with "exec failed: " (where
 /// libcontainer says "failed to create container: "). Other messages pass unchanged.
-pub fn runc_message(msg: &str, exec: bool) -> String {
+pub(crate) fn runc_message(msg: &str, exec: bool) -> String {
     // libcontainer's console-socket errors name youki, its own runtime.
     let msg = &msg.replace(" if youki will ", " if siloc will ");
     let msg = match msg.find(EXEC_FAILED) {

@@ -14,60 +14,60 @@ use crate::engine::{self, ExecOptions};
 use crate::lifecycle::record;
 
 #[derive(clap::Args, Debug)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// The command and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Path to a process.json (runtime-spec Process); replaces the command line
     #[arg(short = 'p', long)]
-    pub process: Option<PathBuf>,
+    pub(crate) process: Option<PathBuf>,
     /// Allocate a pseudo-TTY
     #[arg(short = 't', long)]
-    pub tty: bool,
+    pub(crate) tty: bool,
     /// Unix socket that receives the pty master
     #[arg(long = "console-socket")]
-    pub console_socket: Option<PathBuf>,
+    pub(crate) console_socket: Option<PathBuf>,
     /// Detach from the process
     #[arg(short = 'd', long)]
-    pub detach: bool,
+    pub(crate) detach: bool,
     /// File to write the process's pid to
     #[arg(long = "pid-file")]
-    pub pid_file: Option<PathBuf>,
+    pub(crate) pid_file: Option<PathBuf>,
     /// Working directory in the container (empty: the container's own, as for runc)
     #[arg(long)]
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// Set an environment variable (KEY=VALUE), repeatable
     #[arg(short = 'e', long)]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// User as uid[:gid]
     #[arg(short = 'u', long)]
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Add a capability (CAP_NAME), repeatable
     #[arg(short = 'c', long)]
-    pub cap: Vec<String>,
+    pub(crate) cap: Vec<String>,
     /// Set no_new_privs for the process
     #[arg(long = "no-new-privs")]
-    pub no_new_privs: bool,
+    pub(crate) no_new_privs: bool,
     /// Pass this many extra file descriptors (from fd 3)
     #[arg(long = "preserve-fds", default_value_t = 0)]
-    pub preserve_fds: i32,
+    pub(crate) preserve_fds: i32,
     /// Additional group ids, repeatable
     #[arg(short = 'g', long = "additional-gids")]
-    pub additional_gids: Vec<u32>,
+    pub(crate) additional_gids: Vec<u32>,
     /// SELinux label for the process (accepted)
     #[arg(long = "process-label")]
-    pub process_label: Option<String>,
+    pub(crate) process_label: Option<String>,
     /// AppArmor profile for the process
     #[arg(long)]
-    pub apparmor: Option<String>,
+    pub(crate) apparmor: Option<String>,
     /// Exec even if the container is paused
     #[arg(long = "ignore-paused")]
-    pub ignore_paused: bool,
+    pub(crate) ignore_paused: bool,
     /// Run in this sub-cgroup (accepted)
     #[arg(long)]
-    pub cgroup: Vec<String>,
+    pub(crate) cgroup: Vec<String>,
 }
 
 /// Builds the process from the command line on top of the container's process.
@@ -187,7 +187,7 @@ fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
 }
 
 /// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
-pub fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
+pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
     let loaded = engine::load(&ctx.root, &a.id)?;
     // runc's refusal (libcontainer 0.7 says "incompatible container status: `Paused`").

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 /// The features document as JSON.
-pub fn document() -> serde_json::Value {
+pub(crate) fn document() -> serde_json::Value {
     let mut caps: Vec<String> = caps::all().iter().map(|c| c.to_string()).collect();
     caps.sort();
     let apparmor = std::path::Path::new("/sys/kernel/security/apparmor").exists();
@@ -58,7 +58,7 @@ pub fn document() -> serde_json::Value {
 /// "off: ..." with the remedy. Without it the first cgroup.procs write of every
 /// create waits for an RCU grace period (the per-CPU cgroup_threadgroup_rwsem's
 /// writer side, shared by all hierarchies), in every runtime.
-pub fn favordynmods(mounts: &[crate::sys::mountinfo::Mount]) -> String {
+pub(crate) fn favordynmods(mounts: &[crate::sys::mountinfo::Mount]) -> String {
     let on = mounts.iter().any(|m| {
         matches!(m.fs_type.as_str(), "cgroup" | "cgroup2")
             && m.super_options.iter().any(|o| o == "favordynmods")
@@ -106,7 +106,7 @@ fn mount_options() -> Vec<String> {
 }
 
 /// `siloc features`.
-pub fn features() -> anyhow::Result<()> {
+pub(crate) fn features() -> anyhow::Result<()> {
     super::emit(&serde_json::to_string_pretty(&document())?)
 }
 

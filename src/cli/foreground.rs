@@ -23,13 +23,13 @@ const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A terminal siloc relays itself, when the caller gave no console socket.
-pub struct OwnTerminal {
+pub(crate) struct OwnTerminal {
     socket: ConsoleSocket,
 }
 
 impl OwnTerminal {
     /// Binds a console socket in the temp dir when `terminal` is wanted.
-    pub fn maybe(terminal: bool) -> anyhow::Result<Option<OwnTerminal>> {
+    pub(crate) fn maybe(terminal: bool) -> anyhow::Result<Option<OwnTerminal>> {
         if !terminal {
             return Ok(None);
         }
@@ -38,13 +38,16 @@ impl OwnTerminal {
         }))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.socket.path()
     }
 
     /// Receives the master, fixes it as runc hands it over (console_fixup), and
     /// starts relaying.
-    pub fn relay(self, fix: &crate::engine::console_fixup::ConsoleFix) -> anyhow::Result<Relay> {
+    pub(crate) fn relay(
+        self,
+        fix: &crate::engine::console_fixup::ConsoleFix,
+    ) -> anyhow::Result<Relay> {
         let master = self.socket.receive_master(MASTER_TIMEOUT)?;
         crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
         Ok(Relay::start(master)?)
@@ -52,7 +55,7 @@ impl OwnTerminal {
 }
 
 /// Waits for `pid` to exit, stops `fwd`, reaps, and returns runc's exit status.
-pub fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
+pub(crate) fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
     while let Err(nix::errno::Errno::EINTR) =
         waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
     {}
@@ -75,7 +78,7 @@ fn spec_wants_terminal(bundle: &Path) -> bool {
 }
 
 /// Foreground `run`: create, start, wait, delete (unless `keep`).
-pub fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i32> {
+pub(crate) fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i32> {
     let queue = signals::install()?;
     let own = if req.init.console_socket.is_none() {
         OwnTerminal::maybe(spec_wants_terminal(&req.bundle))?

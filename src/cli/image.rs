@@ -14,7 +14,7 @@ use crate::image::layout::{self, LayoutRef};
 use crate::image::store::Store;
 
 #[derive(clap::Args, Debug)]
-pub struct ImageArgs {
+pub(crate) struct ImageArgs {
     #[command(subcommand)]
     command: ImageCommand,
 }
@@ -100,7 +100,7 @@ struct RmArgs {
 }
 
 /// Runs one `siloc image` command.
-pub fn image(ctx: &Ctx, a: ImageArgs) -> anyhow::Result<()> {
+pub(crate) fn image(ctx: &Ctx, a: ImageArgs) -> anyhow::Result<()> {
     match a.command {
         ImageCommand::Unpack(a) => unpack(ctx, a),
         ImageCommand::Bundle(a) => make_bundle(ctx, a),

@@ -11,19 +11,19 @@ use super::state::{RuncState, runc_state};
 use crate::engine;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Table,
     Json,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Output format: table or json
     #[arg(short = 'f', long, value_enum, default_value = "table")]
-    pub format: Format,
+    pub(crate) format: Format,
     /// Display only container ids
     #[arg(short = 'q', long)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 }
 
 /// Every container under the state root, sorted by id (libcontainer's dirs; siloc's
@@ -45,7 +45,7 @@ fn all_containers(root: &Path) -> Vec<Container> {
 }
 
 /// `siloc list`.
-pub fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<()> {
+pub(crate) fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<()> {
     let states: Vec<RuncState> = all_containers(&ctx.root)
         .iter()
         .map(|c| runc_state(&ctx.root, c))
@@ -117,19 +117,19 @@ fn cgroup_manager(c: &Container) -> anyhow::Result<libcgroups::common::AnyCgroup
 }
 
 #[derive(clap::Args, Debug)]
-pub struct PsArgs {
+pub(crate) struct PsArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// Output format: table (ps output) or json (pids)
     #[arg(short = 'f', long, value_enum, default_value = "table")]
-    pub format: Format,
+    pub(crate) format: Format,
     /// Arguments for ps(1) (default -ef)
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub ps_args: Vec<String>,
+    pub(crate) ps_args: Vec<String>,
 }
 
 /// `siloc ps`: the container's processes, from its cgroup.
-pub fn ps(ctx: &Ctx, a: PsArgs) -> anyhow::Result<()> {
+pub(crate) fn ps(ctx: &Ctx, a: PsArgs) -> anyhow::Result<()> {
     let c = engine::load(&ctx.root, &a.id)?;
     let mut pids: Vec<i32> = if c.status() == ContainerStatus::Stopped {
         Vec::new()
@@ -183,15 +183,15 @@ fn filter_ps(text: &str, pids: &[i32]) -> anyhow::Result<String> {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct EventsArgs {
+pub(crate) struct EventsArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// Print the container's statistics once and exit
     #[arg(long)]
-    pub stats: bool,
+    pub(crate) stats: bool,
     /// Interval between statistics (e.g. 5s, 500ms)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
 }
 
 /// Durations as runc (Go) writes them: `5s`, `500ms`, `1m`; a bare number is seconds.
@@ -218,7 +218,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// `siloc events`: `{"type":"stats","id":…,"data":…}` lines, once with `--stats`, else
 /// every interval until the container stops.
-pub fn events(ctx: &Ctx, a: EventsArgs) -> anyhow::Result<()> {
+pub(crate) fn events(ctx: &Ctx, a: EventsArgs) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, &a.id)?;
     if c.status() == ContainerStatus::Stopped {
         anyhow::bail!("container with id {} is not running", a.id);

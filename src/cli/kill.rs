@@ -8,19 +8,19 @@ use super::Ctx;
 use crate::engine;
 
 #[derive(clap::Args, Debug)]
-pub struct KillArgs {
+pub(crate) struct KillArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// Signal name (KILL, SIGKILL) or number
     #[arg(default_value = "SIGTERM", allow_negative_numbers = true)]
-    pub signal: String,
+    pub(crate) signal: String,
     /// Send the signal to all processes in the container
     #[arg(short = 'a', long)]
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// `siloc kill`.
-pub fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
+pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
     // runc looks the container up first: an unknown id wins over a bad signal.
     let mut c = engine::load(&ctx.root, &a.id)?;
     let n = match a.signal.trim() {

@@ -21,7 +21,7 @@ use tracing_subscriber::prelude::*;
 
 /// `--log-format`: runc accepts `text` (default) and `json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
@@ -42,7 +42,7 @@ struct RuncLayer {
 /// caller needs to know: runc repeats a fatal error on stderr when the log is a file.
 ///
 /// Errors: the log file cannot be opened (the message names it).
-pub fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> anyhow::Result<bool> {
+pub(crate) fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> anyhow::Result<bool> {
     let sink = match log {
         // runc treats `--log /dev/stderr` like no flag.
         Some(p) if p != Path::new("/dev/stderr") => {

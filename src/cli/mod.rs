@@ -15,14 +15,14 @@ mod foreground;
 mod image;
 mod info;
 mod kill;
-pub mod logging;
+pub(crate) mod logging;
 mod pause;
 mod scenario;
-pub mod signals;
+pub(crate) mod signals;
 mod spec;
 mod state;
 mod stdio;
-pub mod tty;
+pub(crate) mod tty;
 mod update;
 
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ use crate::lifecycle::Runtime;
              and disk I/O policies",
     disable_version_flag = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Root directory for storage of container state (should be on tmpfs)
     #[arg(long, default_value = "/run/siloc")]
     root: PathBuf,
@@ -119,28 +119,28 @@ enum Command {
 
 /// A single container id.
 #[derive(clap::Args, Debug)]
-pub struct IdArg {
+pub(crate) struct IdArg {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
 }
 
 /// Any arguments, for commands that only answer "not supported".
 #[derive(clap::Args, Debug)]
-pub struct Passthrough {
+pub(crate) struct Passthrough {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     _args: Vec<String>,
 }
 
 /// What each command gets: the global flags, resolved lazily where that costs.
-pub struct Ctx {
-    pub root: PathBuf,
-    pub systemd: bool,
+pub(crate) struct Ctx {
+    pub(crate) root: PathBuf,
+    pub(crate) systemd: bool,
     config_path: Option<PathBuf>,
 }
 
 impl Ctx {
     /// The host config (read only by commands that need it) and the runtime handle.
-    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+    pub(crate) fn runtime(&self) -> anyhow::Result<Runtime> {
         let config = HostConfig::load(self.config_path.as_deref())?;
         Ok(Runtime {
             root: self.root.clone(),
@@ -152,7 +152,7 @@ impl Ctx {
 
 /// Writes `text` and a newline to stdout. A closed pipe (`siloc state x | head -c1`)
 /// is not an error: the reader has what it wanted.
-pub fn emit(text: &str) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out

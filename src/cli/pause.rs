@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::engine;
 
 /// `siloc pause ID`.
-pub fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+pub(crate) fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, id)?;
     if c.status() != ContainerStatus::Running {
         anyhow::bail!("container not running");
@@ -15,7 +15,7 @@ pub fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
 }
 
 /// `siloc resume ID`.
-pub fn resume(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+pub(crate) fn resume(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, id)?;
     if c.status() != ContainerStatus::Paused {
         anyhow::bail!("container not paused");

@@ -6,7 +6,7 @@ use super::{Ctx, emit};
 use crate::scenario::{file, report, run};
 
 #[derive(clap::Subcommand, Debug)]
-pub enum ScenarioCommand {
+pub(crate) enum ScenarioCommand {
     /// Run a scenario (the built-in default unless FILE is given) and report it
     Run(RunArgs),
     /// Print the built-in scenario (TOML), a starting point for your own
@@ -16,31 +16,31 @@ pub enum ScenarioCommand {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Scenario file (TOML); default: the built-in scenario
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Apply the scenario's [quick] table: a few minutes instead of hours
     #[arg(long)]
-    pub quick: bool,
+    pub(crate) quick: bool,
     /// Output directory [default: ./siloc-scenario-<UTC time>]
     #[arg(long)]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Continue an interrupted run (the newest ./siloc-scenario-* unless --out)
     #[arg(long)]
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Only these runtimes of the scenario (comma-separated names)
     #[arg(long = "runtime", value_delimiter = ',')]
-    pub runtime: Option<Vec<String>>,
+    pub(crate) runtime: Option<Vec<String>>,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Output directory of a run
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 /// Runs a `scenario` subcommand; returns the exit status (130 when interrupted).
-pub fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
+pub(crate) fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
     match cmd {
         ScenarioCommand::ShowDefault => {
             emit(file::DEFAULT_TOML.trim_end())?;

@@ -18,10 +18,10 @@ use nix::unistd::{Pid, pipe2};
 /// A signal the user named that does not exist.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unknown signal {0:?}")]
-pub struct BadSignal(pub String);
+pub(crate) struct BadSignal(pub String);
 
 /// Parses `KILL`, `SIGKILL`, `kill`, `9`, `RTMIN+3`. Errors: [`BadSignal`].
-pub fn parse(text: &str) -> Result<i32, BadSignal> {
+pub(crate) fn parse(text: &str) -> Result<i32, BadSignal> {
     let bad = || BadSignal(text.to_string());
     let t = text.trim();
     if let Ok(n) = t.parse::<i32>() {
@@ -83,12 +83,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// Handlers installed, signals queued in a pipe until [`SignalQueue::forward_to`].
-pub struct SignalQueue {
+pub(crate) struct SignalQueue {
     read: OwnedFd,
 }
 
 /// Installs the handlers. Errors: pipe or sigaction failure.
-pub fn install() -> nix::Result<SignalQueue> {
+pub(crate) fn install() -> nix::Result<SignalQueue> {
     let (read, write) = pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
     // The write end lives as long as the process: a handler may run at any time, and
     // a closed (or reused) fd number there would be worse than one fd kept open.
@@ -109,14 +109,14 @@ pub fn install() -> nix::Result<SignalQueue> {
 }
 
 /// The forwarding thread; stop it before reaping the process it signals.
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
 
 impl SignalQueue {
     /// Sends every queued and future signal to `pid`; SIGWINCH resizes `pty` instead.
-    pub fn forward_to(self, pid: Pid, pty: Option<i32>) -> Forwarder {
+    pub(crate) fn forward_to(self, pid: Pid, pty: Option<i32>) -> Forwarder {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let read = self.read;
@@ -155,7 +155,7 @@ impl SignalQueue {
 impl Forwarder {
     /// Stops forwarding at once (the thread is woken through the pipe) and waits for it.
     /// Signals arriving later are dropped.
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         on_signal(0);
         let _ = self.thread.join();

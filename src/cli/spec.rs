@@ -8,19 +8,19 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 #[derive(clap::Args, Debug)]
-pub struct SpecArgs {
+pub(crate) struct SpecArgs {
     /// Directory to write config.json into
     #[arg(short = 'b', long, default_value = ".")]
-    pub bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     /// Generate a configuration for a rootless container
     #[arg(long)]
-    pub rootless: bool,
+    pub(crate) rootless: bool,
 }
 
 const CAPS: [&str; 3] = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
 
 /// The default spec as JSON (runc's `spec` defaults).
-pub fn default_spec() -> Value {
+pub(crate) fn default_spec() -> Value {
     json!({
         "ociVersion": oci_spec::runtime::VERSION,
         "process": {
@@ -75,7 +75,7 @@ pub fn default_spec() -> Value {
 
 /// runc's rootless changes: no network namespace, a user namespace mapping the
 /// caller's uid/gid to root, /sys bind-mounted, no devpts gid, no device rules.
-pub fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
+pub(crate) fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
     let linux = &mut spec["linux"];
     if let Some(ns) = linux["namespaces"].as_array_mut() {
         ns.retain(|n| n["type"] != "network");
@@ -102,7 +102,7 @@ pub fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
 }
 
 /// Tab-indented JSON, as runc writes config.json.
-pub fn to_tabbed_json(v: &Value) -> anyhow::Result<String> {
+pub(crate) fn to_tabbed_json(v: &Value) -> anyhow::Result<String> {
     let mut buf = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b"\t");
     let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
@@ -111,7 +111,7 @@ pub fn to_tabbed_json(v: &Value) -> anyhow::Result<String> {
 }
 
 /// `siloc spec`: writes `<bundle>/config.json`, refusing to overwrite one.
-pub fn spec(a: SpecArgs) -> anyhow::Result<()> {
+pub(crate) fn spec(a: SpecArgs) -> anyhow::Result<()> {
     let path = Path::new(&a.bundle).join("config.json");
     if path.exists() {
         anyhow::bail!("File {} exists. Remove it first", path.display());

@@ -13,21 +13,21 @@ use crate::lifecycle::record::Record;
 /// runc's `state` output (runtime-spec "State" plus runc's rootfs, created, owner).
 #[derive(Serialize, Debug)]
 #[serde(rename_all = "camelCase")]
-pub struct RuncState {
-    pub oci_version: String,
-    pub id: String,
-    pub pid: i32,
-    pub status: String,
-    pub bundle: PathBuf,
-    pub rootfs: PathBuf,
-    pub created: String,
-    pub owner: String,
+pub(crate) struct RuncState {
+    pub(crate) oci_version: String,
+    pub(crate) id: String,
+    pub(crate) pid: i32,
+    pub(crate) status: String,
+    pub(crate) bundle: PathBuf,
+    pub(crate) rootfs: PathBuf,
+    pub(crate) created: String,
+    pub(crate) owner: String,
     #[serde(skip_serializing_if = "HashMap::is_empty")]
-    pub annotations: HashMap<String, String>,
+    pub(crate) annotations: HashMap<String, String>,
 }
 
 /// The state of one loaded container, with the bundle and rootfs the caller gave.
-pub fn runc_state(root: &Path, c: &Container) -> RuncState {
+pub(crate) fn runc_state(root: &Path, c: &Container) -> RuncState {
     let rec = Record::load(root, c.id()).ok().flatten();
     let status = c.status();
     let pid = match status {
@@ -53,13 +53,13 @@ pub fn runc_state(root: &Path, c: &Container) -> RuncState {
 }
 
 /// `siloc state ID`.
-pub fn state(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+pub(crate) fn state(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let c = engine::load(&ctx.root, id)?;
     super::emit(&serde_json::to_string_pretty(&runc_state(&ctx.root, &c))?)
 }
 
 /// `siloc start ID`: runs the user process of a created container.
-pub fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
+pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, id)?;
     match c.status() {
         libcontainer::container::ContainerStatus::Created => Ok(c.start()?),

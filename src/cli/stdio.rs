@@ -14,7 +14,7 @@ use nix::sys::stat::{SFlag, fstat, major, minor};
 
 /// Swaps stdout and stderr from /dev/null to a write-only /dev/zero. Errors are
 /// ignored: at worst the container sees libcontainer's read-only /dev/null.
-pub fn keep_null_stdio_writable() {
+pub(crate) fn keep_null_stdio_writable() {
     for fd in [1, 2] {
         let Ok(st) = fstat(fd) else { continue };
         let is_null = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR

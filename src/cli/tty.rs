@@ -17,7 +17,7 @@ use nix::sys::termios::{self, SetArg, Termios};
 
 /// Errors of the console socket and relay.
 #[derive(Debug, thiserror::Error)]
-pub enum TtyError {
+pub(crate) enum TtyError {
     #[error("console socket {path}: {source}")]
     Socket {
         path: PathBuf,
@@ -28,14 +28,14 @@ pub enum TtyError {
 }
 
 /// A listening console socket that removes its file when dropped.
-pub struct ConsoleSocket {
+pub(crate) struct ConsoleSocket {
     path: PathBuf,
     listener: UnixListener,
 }
 
 impl ConsoleSocket {
     /// Binds `<dir>/siloc-console-<pid>.sock`.
-    pub fn bind(dir: &Path) -> Result<ConsoleSocket, TtyError> {
+    pub(crate) fn bind(dir: &Path) -> Result<ConsoleSocket, TtyError> {
         let path = dir.join(format!("siloc-console-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| TtyError::Socket {
@@ -46,13 +46,13 @@ impl ConsoleSocket {
     }
 
     /// The socket's path, for libcontainer's `with_console_socket`.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Accepts the container's connection and receives the pty master. The container
     /// has sent it by the time `create` returns; `timeout` only guards against a bug.
-    pub fn receive_master(&self, timeout: Duration) -> Result<OwnedFd, TtyError> {
+    pub(crate) fn receive_master(&self, timeout: Duration) -> Result<OwnedFd, TtyError> {
         let no_master = || TtyError::NoMaster(self.path.clone());
         let mut pfd = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
         let ms = PollTimeout::try_from(timeout.as_millis() as i32).unwrap_or(PollTimeout::MAX);
@@ -92,7 +92,7 @@ impl Drop for ConsoleSocket {
 }
 
 /// Copies our window size to the pty (TIOCGWINSZ on stdin, TIOCSWINSZ on master).
-pub fn copy_window_size(master: RawFd) {
+pub(crate) fn copy_window_size(master: RawFd) {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: both ioctls take a pointer to a winsize that lives across the calls.
     unsafe {
@@ -103,7 +103,7 @@ pub fn copy_window_size(master: RawFd) {
 }
 
 /// A running relay between our stdio and a pty master.
-pub struct Relay {
+pub(crate) struct Relay {
     master: OwnedFd,
     saved: Option<Termios>,
     out_done: mpsc::Receiver<()>,
@@ -112,7 +112,7 @@ pub struct Relay {
 
 impl Relay {
     /// Starts copying stdin → master (detached thread) and master → stdout.
-    pub fn start(master: OwnedFd) -> std::io::Result<Relay> {
+    pub(crate) fn start(master: OwnedFd) -> std::io::Result<Relay> {
         let stdin = std::io::stdin();
         let saved = termios::tcgetattr(stdin.as_fd()).ok();
         if let Some(t) = &saved {
@@ -153,14 +153,14 @@ impl Relay {
     }
 
     /// The master fd, for window-size changes.
-    pub fn master(&self) -> BorrowedFd<'_> {
+    pub(crate) fn master(&self) -> BorrowedFd<'_> {
         self.master.as_fd()
     }
 
     /// After the container process exited: lets the output drain (bounded by
     /// `timeout`, in case something in the container still holds the pty), then
     /// restores the terminal.
-    pub fn finish(self, timeout: Duration) {
+    pub(crate) fn finish(self, timeout: Duration) {
         let _ = self.out_done.recv_timeout(timeout);
         if let Some(t) = &self.saved {
             let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, t);

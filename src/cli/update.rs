@@ -18,52 +18,52 @@ use super::Ctx;
 use crate::lifecycle::update;
 
 #[derive(clap::Args, Debug, Default)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// The container id
-    pub id: String,
+    pub(crate) id: String,
     /// LinuxResources JSON file, or - for stdin
     #[arg(short = 'r', long)]
-    pub resources: Option<String>,
+    pub(crate) resources: Option<String>,
     /// Block I/O weight (cgroup v2 io.weight / v1 blkio.weight)
     #[arg(long = "blkio-weight")]
-    pub blkio_weight: Option<u16>,
+    pub(crate) blkio_weight: Option<u16>,
     /// CPU CFS period in µs
     #[arg(long = "cpu-period")]
-    pub cpu_period: Option<u64>,
+    pub(crate) cpu_period: Option<u64>,
     /// CPU CFS quota in µs
     #[arg(long = "cpu-quota", allow_hyphen_values = true)]
-    pub cpu_quota: Option<i64>,
+    pub(crate) cpu_quota: Option<i64>,
     /// CPU shares (relative weight)
     #[arg(long = "cpu-share")]
-    pub cpu_share: Option<u64>,
+    pub(crate) cpu_share: Option<u64>,
     /// CPU realtime period in µs
     #[arg(long = "cpu-rt-period")]
-    pub cpu_rt_period: Option<u64>,
+    pub(crate) cpu_rt_period: Option<u64>,
     /// CPU realtime runtime in µs
     #[arg(long = "cpu-rt-runtime", allow_hyphen_values = true)]
-    pub cpu_rt_runtime: Option<i64>,
+    pub(crate) cpu_rt_runtime: Option<i64>,
     /// CPUs allowed (cpuset), e.g. 0-3,8
     #[arg(long = "cpuset-cpus")]
-    pub cpuset_cpus: Option<String>,
+    pub(crate) cpuset_cpus: Option<String>,
     /// Memory nodes allowed (cpuset), e.g. 0
     #[arg(long = "cpuset-mems")]
-    pub cpuset_mems: Option<String>,
+    pub(crate) cpuset_mems: Option<String>,
     /// Memory limit in bytes (K/M/G suffixes; -1 for unlimited)
     #[arg(long, allow_hyphen_values = true)]
-    pub memory: Option<String>,
+    pub(crate) memory: Option<String>,
     /// Memory reservation (soft limit) in bytes
     #[arg(long = "memory-reservation", allow_hyphen_values = true)]
-    pub memory_reservation: Option<String>,
+    pub(crate) memory_reservation: Option<String>,
     /// Memory plus swap limit in bytes (-1 for unlimited)
     #[arg(long = "memory-swap", allow_hyphen_values = true)]
-    pub memory_swap: Option<String>,
+    pub(crate) memory_swap: Option<String>,
     /// Maximum number of pids (-1 for unlimited)
     #[arg(long = "pids-limit", allow_hyphen_values = true)]
-    pub pids_limit: Option<i64>,
+    pub(crate) pids_limit: Option<i64>,
     /// Throttles for the container's disks: rbps=…,wbps=… (bytes/s, K/M/G),
     /// riops=…,wiops=… (IOPS); max lifts a limit (siloc)
     #[arg(long = "io-max", value_name = "LIMITS")]
-    pub io_max: Option<String>,
+    pub(crate) io_max: Option<String>,
 }
 
 /// `-1` or a size with K/M/G suffix. Errors name the flag.
@@ -139,7 +139,7 @@ fn read_resources(src: &str) -> anyhow::Result<Value> {
 
 /// `siloc update`: the file, then the single flags on top, handed to
 /// [`update::update`].
-pub fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
+pub(crate) fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     // Input first (stdin may take its time).
     let from_file = a.resources.as_deref().map(read_resources).transpose()?;
     let mut changes = from_file.unwrap_or_else(|| json!({}));
