@@ -28,7 +28,7 @@ pub(crate) struct CreateArgs {
     pub(crate) no_pivot: bool,
     /// Do not create a new session keyring (accepted; libcontainer decides)
     #[arg(long = "no-new-keyring")]
-    pub(crate) no_new_keyring: bool,
+    no_new_keyring: bool,
     /// Pass this many extra file descriptors (from fd 3) to the container
     #[arg(long = "preserve-fds", default_value_t = 0)]
     pub(crate) preserve_fds: i32,

@@ -49,7 +49,7 @@ pub(crate) struct ExecArgs {
     pub(crate) cap: Vec<String>,
     /// Set no_new_privs for the process
     #[arg(long = "no-new-privs")]
-    pub(crate) no_new_privs: bool,
+    no_new_privs: bool,
     /// Pass this many extra file descriptors (from fd 3)
     #[arg(long = "preserve-fds", default_value_t = 0)]
     pub(crate) preserve_fds: i32,
@@ -58,7 +58,7 @@ pub(crate) struct ExecArgs {
     pub(crate) additional_gids: Vec<u32>,
     /// SELinux label for the process (accepted)
     #[arg(long = "process-label")]
-    pub(crate) process_label: Option<String>,
+    process_label: Option<String>,
     /// AppArmor profile for the process
     #[arg(long)]
     pub(crate) apparmor: Option<String>,

@@ -125,7 +125,7 @@ pub(crate) struct PsArgs {
     pub(crate) format: Format,
     /// Arguments for ps(1) (default -ef)
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub(crate) ps_args: Vec<String>,
+    ps_args: Vec<String>,
 }
 
 /// `siloc ps`: the container's processes, from its cgroup.
@@ -191,7 +191,7 @@ pub(crate) struct EventsArgs {
     pub(crate) stats: bool,
     /// Interval between statistics (e.g. 5s, 500ms)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub(crate) interval: Duration,
+    interval: Duration,
 }
 
 /// Durations as runc (Go) writes them: `5s`, `500ms`, `1m`; a bare number is seconds.

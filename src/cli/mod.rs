@@ -15,7 +15,7 @@ mod foreground;
 mod image;
 mod info;
 mod kill;
-pub(crate) mod logging;
+mod logging;
 mod pause;
 mod scenario;
 pub(crate) mod signals;
@@ -42,7 +42,7 @@ use crate::lifecycle::Runtime;
              and disk I/O policies",
     disable_version_flag = true
 )]
-pub(crate) struct Cli {
+struct Cli {
     /// Root directory for storage of container state (should be on tmpfs)
     #[arg(long, default_value = "/run/siloc")]
     root: PathBuf,
@@ -119,14 +119,14 @@ enum Command {
 
 /// A single container id.
 #[derive(clap::Args, Debug)]
-pub(crate) struct IdArg {
+struct IdArg {
     /// The container id
     pub(crate) id: String,
 }
 
 /// Any arguments, for commands that only answer "not supported".
 #[derive(clap::Args, Debug)]
-pub(crate) struct Passthrough {
+struct Passthrough {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     _args: Vec<String>,
 }

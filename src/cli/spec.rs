@@ -75,7 +75,7 @@ pub(crate) fn default_spec() -> Value {
 
 /// runc's rootless changes: no network namespace, a user namespace mapping the
 /// caller's uid/gid to root, /sys bind-mounted, no devpts gid, no device rules.
-pub(crate) fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
+fn make_rootless(spec: &mut Value, uid: u32, gid: u32) {
     let linux = &mut spec["linux"];
     if let Some(ns) = linux["namespaces"].as_array_mut() {
         ns.retain(|n| n["type"] != "network");

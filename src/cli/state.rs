@@ -14,7 +14,7 @@ use crate::lifecycle::record::Record;
 #[derive(Serialize, Debug)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RuncState {
-    pub(crate) oci_version: String,
+    oci_version: String,
     pub(crate) id: String,
     pub(crate) pid: i32,
     pub(crate) status: String,

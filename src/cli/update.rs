@@ -26,40 +26,40 @@ pub(crate) struct UpdateArgs {
     pub(crate) resources: Option<String>,
     /// Block I/O weight (cgroup v2 io.weight / v1 blkio.weight)
     #[arg(long = "blkio-weight")]
-    pub(crate) blkio_weight: Option<u16>,
+    blkio_weight: Option<u16>,
     /// CPU CFS period in µs
     #[arg(long = "cpu-period")]
-    pub(crate) cpu_period: Option<u64>,
+    cpu_period: Option<u64>,
     /// CPU CFS quota in µs
     #[arg(long = "cpu-quota", allow_hyphen_values = true)]
-    pub(crate) cpu_quota: Option<i64>,
+    cpu_quota: Option<i64>,
     /// CPU shares (relative weight)
     #[arg(long = "cpu-share")]
-    pub(crate) cpu_share: Option<u64>,
+    cpu_share: Option<u64>,
     /// CPU realtime period in µs
     #[arg(long = "cpu-rt-period")]
-    pub(crate) cpu_rt_period: Option<u64>,
+    cpu_rt_period: Option<u64>,
     /// CPU realtime runtime in µs
     #[arg(long = "cpu-rt-runtime", allow_hyphen_values = true)]
-    pub(crate) cpu_rt_runtime: Option<i64>,
+    cpu_rt_runtime: Option<i64>,
     /// CPUs allowed (cpuset), e.g. 0-3,8
     #[arg(long = "cpuset-cpus")]
-    pub(crate) cpuset_cpus: Option<String>,
+    cpuset_cpus: Option<String>,
     /// Memory nodes allowed (cpuset), e.g. 0
     #[arg(long = "cpuset-mems")]
-    pub(crate) cpuset_mems: Option<String>,
+    cpuset_mems: Option<String>,
     /// Memory limit in bytes (K/M/G suffixes; -1 for unlimited)
     #[arg(long, allow_hyphen_values = true)]
     pub(crate) memory: Option<String>,
     /// Memory reservation (soft limit) in bytes
     #[arg(long = "memory-reservation", allow_hyphen_values = true)]
-    pub(crate) memory_reservation: Option<String>,
+    memory_reservation: Option<String>,
     /// Memory plus swap limit in bytes (-1 for unlimited)
     #[arg(long = "memory-swap", allow_hyphen_values = true)]
-    pub(crate) memory_swap: Option<String>,
+    memory_swap: Option<String>,
     /// Maximum number of pids (-1 for unlimited)
     #[arg(long = "pids-limit", allow_hyphen_values = true)]
-    pub(crate) pids_limit: Option<i64>,
+    pids_limit: Option<i64>,
     /// Throttles for the container's disks: rbps=…,wbps=… (bytes/s, K/M/G),
     /// riops=…,wiops=… (IOPS); max lifts a limit (siloc)
     #[arg(long = "io-max", value_name = "LIMITS")]
