@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Highest CPU or node number accepted: the kernel's largest `NR_CPUS` (x86
 /// `CONFIG_MAXSMP`) is 8192, so anything above is a typo, not a machine.
-pub(crate) const MAX_ID: u32 = 8191;
+const MAX_ID: u32 = 8191;
 
 /// Errors from [`CpuList::parse`]; each carries the text at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -42,7 +42,7 @@ pub enum LocalityError {
 }
 
 /// How deep dm/md/loop stacks may go before the walk gives up.
-pub(crate) const MAX_DEPTH: usize = 16;
+const MAX_DEPTH: usize = 16;
 
 /// Finds the device (`st_dev`) of the filesystem holding a path.
 pub trait DevLookup {

@@ -90,9 +90,9 @@ impl fmt::Display for NumaMode {
 pub(crate) struct NumaPlan {
     pub(crate) mode: NumaMode,
     /// `linux.resources.cpu.cpus` as the spec asks (parsed only when placing).
-    pub(crate) spec_cpus: Option<CpuList>,
+    spec_cpus: Option<CpuList>,
     /// `linux.resources.cpu.mems` as the spec asks.
-    pub(crate) spec_mems: Option<CpuList>,
+    spec_mems: Option<CpuList>,
 }
 
 /// Reads `io.siloc.numa` (else the host default) and, when placement is on, the

@@ -29,7 +29,7 @@ pub struct Node {
     /// nodes (CXL, HBM).
     pub(crate) cpus: CpuList,
     /// `nodeN/distance`: node id → ACPI SLIT distance (10 = local).
-    pub(crate) distances: BTreeMap<u32, u32>,
+    distances: BTreeMap<u32, u32>,
 }
 
 /// The NUMA topology of a host.
@@ -159,7 +159,7 @@ impl Topology {
 
     /// The node holding `cpu`, if any.
     #[cfg(test)]
-    pub(crate) fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
+    fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
         self.nodes
             .iter()
             .find(|(_, n)| n.cpus.contains(cpu))
@@ -168,7 +168,7 @@ impl Topology {
 
     /// SLIT distance from node `a` to node `b`, if both are known.
     #[cfg(test)]
-    pub(crate) fn distance(&self, a: u32, b: u32) -> Option<u32> {
+    fn distance(&self, a: u32, b: u32) -> Option<u32> {
         self.nodes
             .get(&a)
             .and_then(|n| n.distances.get(&b).copied())
@@ -176,7 +176,6 @@ impl Topology {
 }
 
 /// The fixture sysfs trees under `tests/fixtures/sysfs/` (for tests in any module).
-#[cfg(test)]
 #[cfg(test)]
 pub(crate) fn fixture(host: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -33,10 +33,10 @@ use crate::sys::mountinfo::{self, Mount};
 /// overlayfs' limit on lower layers (`OVL_MAX_STACK`, fs/overlayfs/params.h).
 pub(crate) const MAX_LAYERS: usize = 500;
 /// `mount(2)` copies at most one page of options; the kernel cuts at 4095 bytes.
-pub(crate) const LEGACY_OPTIONS_MAX: usize = 4095;
+const LEGACY_OPTIONS_MAX: usize = 4095;
 /// Set to `1` to take the pre-6.8 path (mount(2) with /proc/self/fd paths) even where
 /// `lowerdir+` works; the test suite uses it to cover the fallback on new kernels.
-pub(crate) const FORCE_LEGACY_ENV: &str = "SILOC_OVERLAY_LEGACY";
+const FORCE_LEGACY_ENV: &str = "SILOC_OVERLAY_LEGACY";
 
 /// Errors while assembling or removing a rootfs; each names the path involved.
 #[derive(Debug, thiserror::Error)]

@@ -17,14 +17,14 @@ use crate::sys::fs::{IoAt, io_at, write_atomic};
 use crate::sys::lock::{Mode, lock_dir};
 
 /// Ranges start at multiples of this many IDs (the usual container range size).
-pub(crate) const ALIGN: u64 = 65_536;
+const ALIGN: u64 = 65_536;
 
 /// The host IDs siloc may hand out: uids from `uid_start`, gids from `gid_start`,
 /// `size` of each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Pool {
-    pub(crate) uid_start: u32,
-    pub(crate) gid_start: u32,
+    uid_start: u32,
+    gid_start: u32,
     pub(crate) size: u32,
 }
 
