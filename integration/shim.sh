@@ -186,8 +186,9 @@ leftovers() {
   expect_eq "$(our_mounts)" "$(cat "$1")" "mounts under T"
   expect_eq "$(awk -v s="$STATE/io.containerd.runtime.v2.task" 'index($5, s) == 1' /proc/self/mountinfo)" "" "rootfs mounts"
   expect_eq "$("$SILOC" --root "$SROOT/k8s.io" list -q 2>/dev/null)" "" "siloc's containers"
-  # siloc's ID pool table (removed when empty); issue 16 item 3 may move it host-wide.
-  expect_eq "$(jq -c '.ranges | length' "$SROOT/k8s.io/.siloc/idpool.json" 2>/dev/null || echo 0)" 0 "ID ranges held"
+  # The host's ID pool (siloc's default [userns] pool_dir): no entry of a state root
+  # under T (the table is removed when empty; other roots' entries are not ours).
+  expect_eq "$(jq --arg t "$(realpath -m "$T")/" '[.entries[] | select(.root | startswith($t))] | length' /run/siloc-idpool/ranges.json 2>/dev/null || echo 0)" 0 "ID ranges held"
   expect_eq "$(find "$STATE/io.containerd.runtime.v2.task/k8s.io" -mindepth 1 -maxdepth 1 2>/dev/null)" "" "bundles"
   expect_eq "$(pgrep -f -- "containerd-shim-siloc-v2 .*-address $SOCK" || true)" "" "shims"
 }

@@ -12,6 +12,7 @@
 //! size = 65536                   # IDs per container
 //! pool_start = 100000            # host ID pool; default: the `containers` entry of
 //! pool_size = 1073741824         # /etc/subuid and /etc/subgid, else these numbers
+//! pool_dir = "/run/siloc-idpool" # the host's one ID pool table, whatever --root
 //!
 //! [numa]
 //! default = "off"                # auto | node:N | off
@@ -171,6 +172,7 @@ mod tests {
         assert_eq!(c.data_root, PathBuf::from(DEFAULT_DATA_ROOT));
         assert_eq!(c.userns.default, "off");
         assert_eq!(c.userns.size, 65536);
+        assert_eq!(c.userns.pool_dir, PathBuf::from("/run/siloc-idpool"));
         assert_eq!(c.store_root(), PathBuf::from("/var/lib/siloc/store"));
     }
 
@@ -214,6 +216,8 @@ mod tests {
         assert!(e.to_string().contains("userns.default"), "{e}");
         let e = parse("[userns]\npool_start = 4294000000\npool_size = 1000000\n").unwrap_err();
         assert!(e.to_string().contains("userns.pool_size"), "{e}");
+        let e = parse("[userns]\npool_dir = \"run/pool\"\n").unwrap_err();
+        assert!(e.to_string().contains("userns.pool_dir"), "{e}");
         let e = parse("[numa]\ndefault = \"on\"\n").unwrap_err();
         assert!(e.to_string().contains("numa.default"), "{e}");
         assert_eq!(
@@ -222,6 +226,18 @@ mod tests {
                 .numa
                 .default,
             "node:1"
+        );
+    }
+
+    /// The default pool_dir is the one README's host configuration shows.
+    #[test]
+    fn the_default_pool_dir_is_the_documented_one() {
+        let readme = include_str!("../README.md");
+        let line = format!("pool_dir = \"{}\"", crate::userns::idpool::DEFAULT_POOL_DIR);
+        assert!(readme.contains(&line), "README lacks {line}");
+        assert_eq!(
+            HostConfig::default().userns.pool_dir,
+            PathBuf::from(crate::userns::idpool::DEFAULT_POOL_DIR)
         );
     }
 

@@ -55,10 +55,31 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// The ID pool of this state root.
+    /// The host's ID pool (`[userns] pool_dir`), holding for this state root.
     pub fn pool(&self) -> IdPool {
-        IdPool::new(&self.root, Pool::from_config(&self.config.userns))
+        IdPool::new(
+            &self.config.userns.pool_dir,
+            &self.root,
+            Pool::from_config(&self.config.userns),
+            holder_has_state,
+        )
     }
+}
+
+/// Whether container `id` has any state under state root `root`: siloc's record dir
+/// (made before its range is allocated, removed after it is released) or
+/// libcontainer's container dir. An error other than "no such file" (a root that
+/// cannot be read) counts as state, so a range is never reclaimed on a guess. The
+/// ID pool reclaims the entries of holders for which this is `false`.
+pub fn holder_has_state(root: &Path, id: &str) -> bool {
+    let present = |p: PathBuf| match p.symlink_metadata() {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        ),
+    };
+    present(record::dir(root, id)) || present(engine::container_dir(root, id))
 }
 
 /// What `create` (and `run`) take from the command line.

@@ -42,7 +42,7 @@ pub enum PrepareError {
     Spec(String),
 }
 
-/// Where prepare works: the state root (record, ID pool) and the data root.
+/// Where prepare works: the state root (record), the data root and the host's ID pool.
 pub struct Env<'a> {
     pub state_root: &'a Path,
     pub data_root: &'a Path,
@@ -90,8 +90,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         // rather than hand the container someone else's files it cannot own.
         if let (Some(p), Some((u, _))) = (prefer, &persistent)
             && (range.uid, range.gid) != p
-            && let Some(holder) = env.pool.holder_of(p.0)?
-            && holder != rec.id
+            && let Some(holder) = env.pool.holder_of(p.0, &rec.id)?
         {
             return Err(PrepareError::Upper {
                 key: ann::ROOTFS_UPPER,
@@ -103,6 +102,13 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                 ),
             });
         }
+        test_hooks::crash_point("after-idpool");
+    }
+    if let UsernsPlan::FromSpec { uid, gid } = &rec.plan.userns {
+        // The spec's own mappings (containerd 2.1 and the kubelet for `hostUsers:
+        // false` pods, podman --uidmap): held in the host pool while the container
+        // lives, so no range siloc hands out overlaps them. Released by undo.
+        env.pool.hold_spec(&rec.id, uid, gid)?;
         test_hooks::crash_point("after-idpool");
     }
     let maps = crate::userns::id_maps(&rec.plan.userns, rec.prepared.range);
@@ -455,7 +461,12 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
             }
         }
     }
-    if matches!(rec.plan.userns, UsernsPlan::Auto { .. }) {
+    let held = match &rec.plan.userns {
+        UsernsPlan::Auto { .. } => true,
+        UsernsPlan::FromSpec { uid, gid } => !uid.is_empty() || !gid.is_empty(),
+        UsernsPlan::Host => false,
+    };
+    if held {
         keep(
             env.pool
                 .release(&rec.id)

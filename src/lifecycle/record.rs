@@ -8,8 +8,9 @@
 //! <root>/.siloc/containers/<id>/       siloc's dir for the container
 //!     record.json                      this record
 //!     config.json                      the final spec handed to libcontainer
-//! <root>/.siloc/idpool.json            host ID ranges (see idpool)
 //! ```
+//! The host ID ranges are not here: one table for the host, whatever the state root
+//! (`userns::idpool`, `[userns] pool_dir`).
 //! Every creation and removal under `<root>/.siloc` happens under an exclusive
 //! `flock(2)` on the state root directory itself, so emptied directories can be
 //! removed without racing a concurrent `create`: once the last container is deleted,

@@ -1,11 +1,14 @@
 //! Per-container user namespaces (DESIGN.md item 1): what the container gets
-//! ([`plan`]), the host ID ranges behind it ([`idpool`]), and the throwaway namespaces
-//! that carry a mapping for idmapped mounts ([`ns_fd`]).
+//! ([`plan`]), the host ID ranges behind it ([`idpool`], one table for the host; the
+//! per-state-root tables of earlier versions are imported by [`idpool_import`]), and
+//! the throwaway namespaces that carry a mapping for idmapped mounts ([`ns_fd`]).
 
 pub(crate) mod idpool;
+pub(crate) mod idpool_import;
 pub(crate) mod ns_fd;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use serde::{Deserialize, Serialize};
@@ -31,6 +34,9 @@ pub(crate) struct UsernsConfig {
     pub(crate) pool_start: Option<u32>,
     /// Number of host IDs in the pool.
     pub(crate) pool_size: Option<u32>,
+    /// The directory of the host's ID pool table (absolute), shared by every state
+    /// root; default [`idpool::DEFAULT_POOL_DIR`], which says why there.
+    pub(crate) pool_dir: PathBuf,
 }
 
 impl Default for UsernsConfig {
@@ -40,6 +46,7 @@ impl Default for UsernsConfig {
             size: 65_536,
             pool_start: None,
             pool_size: None,
+            pool_dir: PathBuf::from(idpool::DEFAULT_POOL_DIR),
         }
     }
 }
@@ -55,6 +62,12 @@ impl UsernsConfig {
         }
         if self.size == 0 {
             return Err(("userns.size", "must be at least 1".into()));
+        }
+        if !self.pool_dir.is_absolute() {
+            return Err((
+                "userns.pool_dir",
+                format!("{}: must be an absolute path", self.pool_dir.display()),
+            ));
         }
         if self.pool_size == Some(0) {
             return Err(("userns.pool_size", "must be at least 1".into()));

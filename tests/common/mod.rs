@@ -67,24 +67,40 @@ pub fn siloc_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_siloc"))
 }
 
-/// A private state root, data root and config for one test. Dropping it deletes
-/// every container still in the state root (`delete --force`), unmounts anything
-/// left under its directories, and removes them.
+/// A private state root, data root, ID pool and config for one test. Dropping it
+/// deletes every container still in the state root (`delete --force`), unmounts
+/// anything left under its directories, and removes them.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
     pub root: PathBuf,
     pub data: PathBuf,
     pub config: PathBuf,
+    /// `[userns] pool_dir`: private, so tests never touch the host's pool (nor each
+    /// other's), unless made with [`TestEnv::sharing_pool_of`].
+    pub pool: PathBuf,
 }
 
 impl TestEnv {
-    /// A new environment with an empty host config (data root inside the temp dir).
+    /// A new environment with an empty host config (data root and ID pool inside the
+    /// temp dir).
     pub fn new() -> TestEnv {
         Self::with_config("")
     }
 
     /// A new environment whose config file has `extra` appended (TOML).
     pub fn with_config(extra: &str) -> TestEnv {
+        Self::make(extra, None)
+    }
+
+    /// A second state root (its own data root, and a config with `extra` appended)
+    /// whose containers take their ranges from `other`'s ID pool, as podman's and
+    /// containerd's roots share the host's. Declare it after `other`, so it is dropped
+    /// (its containers deleted) first.
+    pub fn sharing_pool_of(other: &TestEnv, extra: &str) -> TestEnv {
+        Self::make(extra, Some(&other.pool))
+    }
+
+    fn make(extra: &str, pool: Option<&Path>) -> TestEnv {
         // On disk, not tmpfs: overlayfs upper dirs and the I/O features need a disk.
         let dir = tempfile::Builder::new()
             .prefix("siloc-test-")
@@ -93,6 +109,15 @@ impl TestEnv {
         let root = dir.path().join("state");
         let data = dir.path().join("data");
         let config = dir.path().join("siloc.toml");
+        let pool = pool.map_or_else(|| dir.path().join("idpool"), Path::to_path_buf);
+        let pool_line = format!("pool_dir = {:?}\n", pool.display().to_string());
+        // One [userns] table: the pool line joins the caller's when it has one, and a
+        // caller's own pool_dir wins.
+        let extra = match extra.find("[userns]\n") {
+            _ if extra.contains("pool_dir") => extra.to_string(),
+            Some(i) => format!("{}{pool_line}{}", &extra[..i + 9], &extra[i + 9..]),
+            None => format!("{extra}\n[userns]\n{pool_line}"),
+        };
         std::fs::write(
             &config,
             format!("data_root = {:?}\n{extra}", data.display().to_string()),
@@ -103,7 +128,29 @@ impl TestEnv {
             root,
             data,
             config,
+            pool,
         }
+    }
+
+    /// The ID pool table, `<pool>/ranges.json`, as JSON (`{"entries": []}` when absent
+    /// or not JSON).
+    pub fn pool_table(&self) -> Value {
+        std::fs::read(self.pool.join("ranges.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_else(|| serde_json::json!({"entries": []}))
+    }
+
+    /// The ids holding entries of this state root in the ID pool.
+    pub fn pool_holders(&self) -> Vec<String> {
+        let root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
+        self.pool_table()["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["root"].as_str() == root.to_str())
+            .filter_map(|e| e["id"].as_str().map(str::to_string))
+            .collect()
     }
 
     /// `siloc --root R --config C <args>`, output captured.
@@ -186,7 +233,8 @@ impl TestEnv {
         Bundle::busybox(&self.dir.path().join(name), args)
     }
 
-    /// Whether anything siloc made is still here: containers, records, ID ranges.
+    /// Whether anything siloc made is still here: containers, records, this state
+    /// root's ID pool entries.
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = Vec::new();
         if let Ok(rd) = std::fs::read_dir(&self.root) {
@@ -203,6 +251,11 @@ impl TestEnv {
         if let Ok(rd) = std::fs::read_dir(self.data.join("containers")) {
             left.extend(rd.flatten().map(|e| format!("data dir {:?}", e.path())));
         }
+        left.extend(
+            self.pool_holders()
+                .into_iter()
+                .map(|id| format!("ID pool entry of {id}")),
+        );
         left
     }
 }

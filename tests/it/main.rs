@@ -24,4 +24,5 @@ mod scenario;
 mod security;
 mod spec_features;
 mod stress;
+mod userns_pool;
 mod userns_rootfs;

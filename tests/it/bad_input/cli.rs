@@ -232,9 +232,8 @@ fn forced_delete_waits_for_a_create_in_progress() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pool = env.root.join(".siloc/idpool.json");
     let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string(&pool).is_ok_and(|t| t.contains(&id)) {
+    while !env.pool_holders().contains(&id) {
         assert!(std::time::Instant::now() < end, "create never took a range");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

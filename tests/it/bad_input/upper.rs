@@ -95,8 +95,7 @@ fn a_persistent_upper_stays_apart_from_siloc_and_other_containers() {
             !env.root.join(".siloc/containers").join(&id).exists(),
             "{name}: record"
         );
-        let pool = std::fs::read_to_string(env.root.join(".siloc/idpool.json")).unwrap();
-        assert!(!pool.contains(&id), "{name}: range kept");
+        assert!(!env.pool_holders().contains(&id), "{name}: range kept");
         assert!(traces_of(&id).is_empty(), "{name}: {:?}", traces_of(&id));
     };
     refused("data", &env.data, "data root");
