@@ -274,6 +274,37 @@ c_oom() {
   leftovers "$T/mounts.before"
 }
 
+# hostUsers: false with volumes (containerd 2.1): containerd turns a CRI Mount's
+# uidMappings/gidMappings into the spec mount's (and idmaps its own /etc/hosts,
+# /etc/hostname, resolv.conf binds for such pods); the shim passes them through and
+# siloc makes the idmapped bind mounts, so the volume's files keep their owners inside
+# (dropped, they show the overflow ID, 65534). A volume without mappings stays plain.
+c_volume_idmap() {
+  local pod cid cpid
+  mkdir -p "$T/vol" "$T/vol-plain"
+  echo data >"$T/vol/root-file" && chown 0:0 "$T/vol/root-file"
+  echo data >"$T/vol/user-file" && chown 1000:1000 "$T/vol/user-file"
+  echo data >"$T/vol-plain/f" && chown 0:0 "$T/vol-plain/f"
+  export CRI_USERNS=3000000:65536 CRI_NETWORK=pod CRI_VOLUMES="$T/vol:/vol:idmap,$T/vol-plain:/plain"
+  pod=$(cri runp volpod siloc)
+  cid=$(cri create "$pod" volpod app "$BB" '["sleep","1000"]')
+  cri start "$cid"
+  unset CRI_VOLUMES
+  cpid=$(pid_of "$cid")
+  expect_eq "$(uidmap_of "$cpid")" "0 3000000 65536" "the pod's mapping"
+  expect_eq "$(cri exec "$cid" stat -c %u:%g /vol/root-file)" "0:0" "a root-owned volume file is root's inside"
+  expect_eq "$(cri exec "$cid" stat -c %u:%g /vol/user-file)" "1000:1000" "a 1000-owned volume file is 1000's inside"
+  expect_eq "$(cri exec "$cid" sh -c 'echo more >>/vol/root-file && cat /vol/root-file')" "data
+more" "root inside writes the volume's root file"
+  expect_eq "$(stat -c %u:%g "$T/vol/root-file")" "0:0" "and the host's owner stays"
+  # A volume without mappings: a plain bind (files of unmapped IDs show the overflow ID).
+  expect_eq "$(cri exec "$cid" stat -c %u:%g /plain/f)" "65534:65534" "an unmapped volume"
+  expect_match "$(grep -o 'idmapped bind mounts passed to siloc: .*' "$T/containerd.log" | tail -n1)" '/vol\\?", .*/etc/hosts' "the shim's log"
+  stop_rm "$pod"
+  unset CRI_USERNS CRI_NETWORK
+  leftovers "$T/mounts.before"
+}
+
 # A plain pod (no user namespace) through the shim.
 c_plain() {
   local pod cid
@@ -344,6 +375,7 @@ run_suite() {
   case_if "containerd $CVER shim: plain pod" c_plain
   case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false (userns_options)" c_host_users_false
+  [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false, a volume's idmapped bind mount" c_volume_idmap
   case_if "containerd $CVER shim: failed create, missing siloc, killed shim" c_bad_input
   case_if "containerd $CVER runc shim + BinaryName: userns pod refused, plain pod runs" c_binary_name
   cleanup_all

@@ -20,7 +20,9 @@ as `hostUsers: false` does: NamespaceOption.userns_options with mode POD and the
 mapping container 0..SIZE-1 -> HOST.. for uids and gids (the kubelet allocates it;
 CRI v1 since Kubernetes 1.27), given to the sandbox and to each container, as the
 kubelet does. $CRI_NETWORK=pod gives the pod its own network namespace (default: the
-host's). Errors print the gRPC status and exit 1.
+host's). $CRI_VOLUMES="HOST:CONTAINER[:idmap],..." gives each created container those
+volumes (CRI Mount, a bind mount of a host directory; ":idmap" with the pod's mapping
+as the mount's uidMappings/gidMappings). Errors print the gRPC status and exit 1.
 """
 import json
 import os
@@ -118,11 +120,13 @@ def annotations(kvs) -> dict:
 #   LinuxContainerSecurityContext.namespace_options = 3; LinuxContainerConfig:
 #   resources = 1, security_context = 2; ContainerConfig.linux = 15
 #   LinuxContainerResources.memory_limit_in_bytes = 4
-def namespace_options() -> bytes:
+def namespace_options(userns=None) -> bytes:
+    """userns: "HOST:SIZE" (default $CRI_USERNS) or "" for none."""
     # Host network (NODE = 2): no CNI needed; pid and ipc POD (0). $CRI_NETWORK=pod:
     # the pod's own network namespace (POD = 0, containerd runs its CNI config).
     ns = fint(1, 0 if os.environ.get("CRI_NETWORK") == "pod" else 2)
-    userns = os.environ.get("CRI_USERNS", "")
+    if userns is None:
+        userns = os.environ.get("CRI_USERNS", "")
     if userns:
         host, size = (int(x) for x in userns.split(":"))
         idmap = fint(1, host) + fint(2, 0) + fint(3, size)
@@ -131,18 +135,57 @@ def namespace_options() -> bytes:
     return ns
 
 
-def sandbox_config(name: str, annots: dict) -> bytes:
+def sandbox_config(name: str, annots: dict, userns=None) -> bytes:
     meta = fstr(1, name) + fstr(2, f"uid-{name}") + fstr(3, "siloc-e2e") + fint(4, 0)
-    security = fbytes(1, namespace_options())
+    security = fbytes(1, namespace_options(userns))
     linux = fstr(1, os.environ.get("CRI_CGROUP_PARENT", "")) + fbytes(2, security)
     return (fbytes(1, meta) + fstr(3, os.environ.get("CRI_LOGS", "/tmp")) +
             fmap(7, annots) + fbytes(8, linux))
 
 
-def call(chan, method: str, req: bytes) -> dict:
+def call(chan, method: str, req: bytes, timeout: float = 120) -> dict:
     rpc = chan.unary_unary(SERVICE + method, request_serializer=lambda b: b,
                            response_deserializer=lambda b: b)
-    return decode(rpc(req, timeout=120))
+    return decode(rpc(req, timeout=timeout))
+
+
+def mount_config(volume: str, userns: str) -> bytes:
+    """A CRI Mount from "HOST:CONTAINER[:idmap]" (api.proto Mount, k8s.io/cri-api
+    v0.28+: container_path = 1, host_path = 2, readonly = 3, uidMappings = 6,
+    gidMappings = 7). ":idmap" gives the mount the pod's mapping (userns "HOST:SIZE")
+    as its uid and gid mappings."""
+    host, ctr, *opts = volume.split(":")
+    m = fstr(1, ctr) + fstr(2, host)
+    if "idmap" in opts and userns:
+        h, size = (int(x) for x in userns.split(":"))
+        idmap = fint(1, h) + fint(2, 0) + fint(3, size)
+        m += fbytes(6, idmap) + fbytes(7, idmap)
+    return m
+
+
+def create_request(pod: str, pod_name: str, name: str, image: str, cargs, annots: dict,
+                   userns=None) -> bytes:
+    """CreateContainerRequest: pod_sandbox_id = 1, config = 2, sandbox_config = 3.
+    ContainerConfig: metadata = 1, image = 2, args = 4, mounts = 7, log_path = 11,
+    linux = 15. $CRI_VOLUMES="HOST:CONTAINER[:idmap],..." adds volumes (bind mounts)."""
+    if userns is None:
+        userns = os.environ.get("CRI_USERNS", "")
+    cfg = (fbytes(1, fstr(1, name)) + fbytes(2, fstr(1, image)) +
+           b"".join(fstr(4, a) for a in cargs) +
+           b"".join(fbytes(7, mount_config(v, userns))
+                    for v in os.environ.get("CRI_VOLUMES", "").split(",") if v) +
+           fstr(11, f"{name}.log"))
+    linux = b""
+    if os.environ.get("CRI_MEMORY"):
+        # $CRI_MEMORY: the container's memory limit in bytes (resources.limits.memory).
+        linux += fbytes(1, fint(4, int(os.environ["CRI_MEMORY"])))
+    if userns:
+        # The kubelet gives each container the pod's namespace options.
+        linux += fbytes(2, fbytes(3, namespace_options(userns)))
+    if linux:
+        cfg += fbytes(15, linux)
+    # The kubelet repeats the pod's sandbox config with every container.
+    return fstr(1, pod) + fbytes(2, cfg) + fbytes(3, sandbox_config(pod_name, annots, userns))
 
 
 def main(argv) -> int:
@@ -158,19 +201,7 @@ def main(argv) -> int:
     elif cmd == "create":
         pod, pod_name, name, image = args[:4]
         cargs, annots = json.loads(args[4]), annotations(args[5:])
-        cfg = (fbytes(1, fstr(1, name)) + fbytes(2, fstr(1, image)) +
-               b"".join(fstr(4, a) for a in cargs) + fstr(11, f"{name}.log"))
-        linux = b""
-        if os.environ.get("CRI_MEMORY"):
-            # $CRI_MEMORY: the container's memory limit in bytes (resources.limits.memory).
-            linux += fbytes(1, fint(4, int(os.environ["CRI_MEMORY"])))
-        if os.environ.get("CRI_USERNS"):
-            # The kubelet gives each container the pod's namespace options.
-            linux += fbytes(2, fbytes(3, namespace_options()))
-        if linux:
-            cfg += fbytes(15, linux)
-        # The kubelet repeats the pod's sandbox config with every container.
-        req = fstr(1, pod) + fbytes(2, cfg) + fbytes(3, sandbox_config(pod_name, annots))
+        req = create_request(pod, pod_name, name, image, cargs, annots)
         print(first(call(chan, "CreateContainer", req), 1).decode())
     elif cmd == "start":
         call(chan, "StartContainer", fstr(1, args[0]))

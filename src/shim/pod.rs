@@ -126,33 +126,27 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     Ok(Some(sandbox))
 }
 
-/// Drops the per-mount ID mappings (`uidMappings`/`gidMappings`, the `idmap`/`ridmap`
-/// options) that containerd 2.x puts on a user-namespaced pod's bind mounts
-/// (/etc/hosts, /etc/hostname, resolv.conf, /dev/shm): libcontainer 0.7 refuses
-/// idmapped bind mounts ("idmapped mount is not supported"). Those files then show
-/// the overflow ID inside (readable, as their modes allow). Returns the destinations.
-pub fn drop_mount_idmaps(spec: &mut Value) -> Vec<String> {
-    let mut dropped = Vec::new();
-    for m in spec["mounts"].as_array_mut().into_iter().flatten() {
-        let Some(obj) = m.as_object_mut() else {
-            continue;
-        };
-        let mut hit = obj.remove("uidMappings").is_some() | obj.remove("gidMappings").is_some();
-        if let Some(opts) = obj.get_mut("options").and_then(Value::as_array_mut) {
-            let before = opts.len();
-            opts.retain(|o| o != "idmap" && o != "ridmap");
-            hit |= opts.len() != before;
-        }
-        if hit {
-            dropped.push(
-                obj.get("destination")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-            );
-        }
-    }
-    dropped
+/// The destinations of the mounts that carry per-mount ID mappings (`uidMappings`/
+/// `gidMappings`, or the `idmap`/`ridmap` option; runtime-spec 1.1 config.md "Mounts"),
+/// for the log. containerd 2.x puts them on a user-namespaced pod's bind mounts
+/// (volumes, /etc/hosts, /etc/hostname, resolv.conf): the shim hands them to siloc as
+/// they are, and siloc makes each an idmapped bind mount
+/// (`siloc::engine::idmapped_mounts`), so a volume's files keep their owners inside
+/// instead of showing the overflow ID.
+pub fn idmapped_mounts(spec: &Value) -> Vec<String> {
+    spec["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m.get("uidMappings").is_some()
+                || m.get("gidMappings").is_some()
+                || m["options"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|o| o == "idmap" || o == "ridmap"))
+        })
+        .map(|m| m["destination"].as_str().unwrap_or("?").to_string())
+        .collect()
 }
 
 /// Gives search permission to all (adds o+x, never read) on the directories of
@@ -221,16 +215,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mount_idmaps_are_dropped() {
-        let mut spec = json!({"mounts": [
+    fn mount_idmaps_are_kept() {
+        let spec = json!({"mounts": [
             {"destination": "/etc/hosts", "type": "bind", "options": ["rbind", "idmap"],
              "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}], "gidMappings": []},
             {"destination": "/proc", "type": "proc"}]});
-        assert_eq!(drop_mount_idmaps(&mut spec), vec!["/etc/hosts".to_string()]);
-        assert_eq!(
-            spec["mounts"][0],
-            json!({"destination": "/etc/hosts", "type": "bind", "options": ["rbind"]})
-        );
+        let before = spec.clone();
+        assert_eq!(idmapped_mounts(&spec), vec!["/etc/hosts".to_string()]);
+        assert_eq!(spec, before);
     }
 
     #[test]

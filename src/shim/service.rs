@@ -445,11 +445,13 @@ impl Service {
         }
         log::info!("create {}: rootfs {handover:?}", req.id);
         crate::pod::join_sandbox(&mut spec, &siloc).map_err(|e| fail(&saved, e))?;
-        let dropped = crate::pod::drop_mount_idmaps(&mut spec);
-        if !dropped.is_empty() {
-            log::warn!(
-                "idmapped bind mounts are not supported by siloc (libcontainer 0.7): plain binds for {dropped:?}"
-            );
+        // containerd 2.x's per-mount ID mappings (uidMappings/gidMappings and the
+        // idmap option on a user-namespaced pod's volumes, /etc/hosts, resolv.conf)
+        // pass through: siloc makes those idmapped bind mounts itself
+        // (src/engine/idmapped_mounts.rs).
+        let idmapped = crate::pod::idmapped_mounts(&spec);
+        if !idmapped.is_empty() {
+            log::info!("idmapped bind mounts passed to siloc: {idmapped:?}");
         }
         let data = serde_json::to_vec_pretty(&spec)
             .map_err(|e| fail(&saved, ShimError::Invalid(e.to_string())))?;
