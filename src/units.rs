@@ -40,7 +40,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 /// (`4294967296` → `4G`), so that printed sizes parse back to the same value.
 pub fn format_size(bytes: u64) -> String {
     for (shift, s) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1u64 << shift && bytes % (1u64 << shift) == 0 {
+        if bytes >= 1u64 << shift && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{s}", bytes >> shift);
         }
     }

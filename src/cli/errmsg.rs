@@ -73,12 +73,11 @@ fn exec_detail(detail: &str) -> String {
             format!("exec: {cmd:?}: executable file not found in $PATH")
         };
     }
-    if let Some(rest) = detail.strip_prefix("executable '") {
-        if rest.ends_with("does not have correct permissions") {
-            if let Some(end) = rest.find("' at path '") {
-                return format!("exec: {:?}: permission denied", &rest[..end]);
-            }
-        }
+    if let Some(rest) = detail.strip_prefix("executable '")
+        && rest.ends_with("does not have correct permissions")
+        && let Some(end) = rest.find("' at path '")
+    {
+        return format!("exec: {:?}: permission denied", &rest[..end]);
     }
     detail.to_string()
 }

@@ -108,10 +108,10 @@ pub(crate) fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::R
         }
         Ok(code)
     })();
-    if !keep || result.is_err() {
-        if let Err(e) = lifecycle::delete(rt, &req.id, true) {
-            tracing::warn!(target: "siloc", "delete {}: {}", req.id, super::errmsg::chain(&e));
-        }
+    if (!keep || result.is_err())
+        && let Err(e) = lifecycle::delete(rt, &req.id, true)
+    {
+        tracing::warn!(target: "siloc", "delete {}: {}", req.id, super::errmsg::chain(&e));
     }
     result
 }

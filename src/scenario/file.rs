@@ -594,7 +594,7 @@ fn build(
         ));
     }
     let nbs = raw.neighbours.bs.get_ref().0;
-    if nbs < 4096 || nbs % 4096 != 0 {
+    if nbs < 4096 || !nbs.is_multiple_of(4096) {
         return Err(bad(
             raw.neighbours.bs.span(),
             "must be a multiple of 4K".into(),

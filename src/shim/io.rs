@@ -110,11 +110,11 @@ fn copy_in(path: String, to: Arc<Mutex<Option<File>>>) {
         }
         // EOF on stdin closes the process's stdin (a pty gets its EOF character instead).
         let mut g = to.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = g.take() {
-            if nix::unistd::isatty(w.as_raw_fd()).unwrap_or(false) {
-                let _ = (&w).write_all(&[4]);
-                *g = Some(w);
-            }
+        if let Some(w) = g.take()
+            && nix::unistd::isatty(w.as_raw_fd()).unwrap_or(false)
+        {
+            let _ = (&w).write_all(&[4]);
+            *g = Some(w);
         }
     });
 }
@@ -190,11 +190,11 @@ impl ProcessIo {
         let master = recv_fd(&conn).map_err(io_at(&path))?;
         self.remove_socket();
         let out = master.try_clone().map_err(io_at(&path))?;
-        if !f.stdout.is_empty() {
-            if let Some(tx) = &self.done_tx {
-                copy_out(out, f.stdout.clone(), tx.clone());
-                self.outputs += 1;
-            }
+        if !f.stdout.is_empty()
+            && let Some(tx) = &self.done_tx
+        {
+            copy_out(out, f.stdout.clone(), tx.clone());
+            self.outputs += 1;
         }
         if !f.stdin.is_empty() {
             *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -217,10 +217,10 @@ impl ProcessIo {
     /// Closes the process's stdin (CloseIO).
     pub fn close_stdin(&self) {
         let mut g = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
-        if self.console.is_some() {
-            if let Some(w) = g.as_ref() {
-                let _ = (&*w).write_all(&[4]);
-            }
+        if self.console.is_some()
+            && let Some(w) = g.as_ref()
+        {
+            let _ = (&*w).write_all(&[4]);
         }
         g.take();
     }

@@ -73,7 +73,7 @@ fn parse_idmap(v: &str) -> Option<Vec<IdMap>> {
         .split([',', ':'])
         .map(|n| n.trim().parse::<u32>().ok())
         .collect::<Option<_>>()?;
-    if nums.is_empty() || nums.len() % 3 != 0 {
+    if nums.is_empty() || !nums.len().is_multiple_of(3) {
         return None;
     }
     Some(

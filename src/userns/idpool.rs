@@ -508,7 +508,7 @@ fn choose(entries: &[Entry], pool: Pool, size: u32, prefer: Option<(u32, u32)>) 
 /// taken span. Pure, so the rule is unit-tested.
 fn fits_at(taken: &[(u64, u64)], offset: u64, size: u32, pool_size: u32) -> bool {
     let end = offset + u64::from(size);
-    offset % ALIGN == 0
+    offset.is_multiple_of(ALIGN)
         && end <= u64::from(pool_size)
         && taken.iter().all(|&(s, e)| end <= s || e <= offset)
 }

@@ -546,10 +546,10 @@ pub fn parse_listing(out: &str) -> (BTreeMap<String, Node>, BTreeMap<String, u64
             if let Some(n) = tree.get_mut(p) {
                 n.content = t.to_string();
             }
-        } else if let Some((sum, p)) = line.split_once("  ") {
-            if let Some(n) = tree.get_mut(p) {
-                n.content = sum.to_string();
-            }
+        } else if let Some((sum, p)) = line.split_once("  ")
+            && let Some(n) = tree.get_mut(p)
+        {
+            n.content = sum.to_string();
         }
     }
     (tree, nlink)
