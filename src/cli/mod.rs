@@ -177,6 +177,10 @@ fn enters_container(args: &[std::ffi::OsString]) -> bool {
 /// Runs siloc with the process arguments; returns the exit status.
 pub fn main() -> i32 {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A hook libcontainer runs, wrapped by siloc (engine::hooks): nothing else.
+    if crate::engine::hooks::is_wrapper(&argv) {
+        return crate::engine::hooks::wrapper_main(argv.get(2..).unwrap_or_default());
+    }
     if enters_container(&argv) {
         crate::sys::exe_guard::seal();
         stdio::keep_null_stdio_writable();

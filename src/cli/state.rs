@@ -62,7 +62,7 @@ pub(crate) fn state(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
 pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, id)?;
     match c.status() {
-        libcontainer::container::ContainerStatus::Created => Ok(c.start()?),
+        libcontainer::container::ContainerStatus::Created => start_created(&ctx.root, &mut c),
         libcontainer::container::ContainerStatus::Stopped => {
             anyhow::bail!("cannot start a container that has stopped")
         }
@@ -71,4 +71,17 @@ pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
             engine::status_word(s)
         ),
     }
+}
+
+/// Starts created container `c` (state root `root`); a failing poststart hook is named
+/// as runc names it (engine::hooks left the message in the record).
+pub fn start_created(root: &Path, c: &mut Container) -> anyhow::Result<()> {
+    let id = c.id().to_string();
+    c.start().map_err(|e| {
+        let report = engine::hooks::poststart_report(&crate::lifecycle::record::dir(root, &id));
+        match engine::hooks::take_path(&report) {
+            Some(msg) => anyhow::anyhow!(msg),
+            None => e.into(),
+        }
+    })
 }

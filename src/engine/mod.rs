@@ -5,6 +5,7 @@
 pub mod console_fixup;
 pub mod cwd;
 pub mod exec_sockets;
+pub mod hooks;
 pub mod idmapped_mounts;
 pub mod io_weight;
 pub mod mount_fixups;

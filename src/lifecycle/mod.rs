@@ -43,6 +43,8 @@ pub enum LifecycleError {
     IdmapMount(#[from] crate::engine::idmapped_mounts::IdmapMountError),
     #[error(transparent)]
     MountGuard(#[from] crate::engine::mount_guard::MountGuardError),
+    #[error(transparent)]
+    Hook(#[from] crate::engine::hooks::HookError),
     #[error("{0}")]
     Other(String),
 }
@@ -171,6 +173,23 @@ fn create_prepared(
         crate::engine::idmapped_mounts::staging_dir(&req.id),
     );
     crate::engine::idmapped_mounts::stage(&mut spec, &rec.rootfs, bundle, &staging.0)?;
+    // libcontainer 0.7 neither names a failing hook nor runs createContainer hooks in
+    // the rootfs: siloc wraps them (engine::hooks).
+    let hook_report = if crate::engine::hooks::has_create_hooks(&spec) {
+        Some(crate::engine::hooks::CreateReport::new(
+            req.init.preserve_fds,
+        )?)
+    } else {
+        None
+    };
+    crate::engine::hooks::wrap(
+        &mut spec,
+        &rec.rootfs,
+        &hook_report
+            .as_ref()
+            .map_or(crate::engine::hooks::Report::Stderr, |r| r.report()),
+        &crate::engine::hooks::poststart_report(&spec_dir),
+    );
     spec.save(spec_dir.join("config.json"))
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
     // Absolute paths first, then work from the bundle as runc does, so relative mount
@@ -182,7 +201,15 @@ fn create_prepared(
     test_hooks::crash_point("before-libcontainer");
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(staging);
-    let mut c = built?;
+    let hook_failure = hook_report.and_then(|r| r.take());
+    let mut c = match (built, hook_failure) {
+        (Err(_), Some(msg)) => {
+            return Err(LifecycleError::Other(format!(
+                "unable to start container process: error during container init: {msg}"
+            )));
+        }
+        (built, _) => built?,
+    };
     test_hooks::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
         && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid, &baseline)

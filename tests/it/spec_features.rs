@@ -82,6 +82,77 @@ fn failing_prestart_hook_fails_create_and_leaves_nothing() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+/// A hook that succeeds, then one that fails with output on both streams: runc names
+/// the second (`error running <kind> hook #1`) with its status and output. The
+/// create-time kinds fail `create` (leaving nothing), poststart fails `start`.
+#[test]
+fn a_failing_hook_is_named_as_runc_names_it() {
+    needs_root!();
+    let env = TestEnv::new();
+    let fail =
+        |sh: &str| json!({"path": sh, "args": ["sh", "-c", "echo out; echo no >&2; exit 3"]});
+    let want = |kind: &str| {
+        format!(
+            "error running {kind} hook #1: error running hook: exit status 3, stdout: out, stderr: no"
+        )
+    };
+    for kind in ["prestart", "createRuntime", "createContainer"] {
+        let mut b = env.bundle(kind, &["true"]);
+        b.edit(|s| s["hooks"] = json!({kind: [{"path": "/bin/true"}, fail("/bin/sh")]}));
+        let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &env.id(kind)]);
+        assert!(!ok, "{kind}");
+        assert!(err.contains(&want(kind)), "{kind}: {err}");
+        assert!(env.leftovers().is_empty(), "{kind}: {:?}", env.leftovers());
+    }
+    let mut b = env.bundle("poststart", &["sleep", "100"]);
+    b.edit(|s| s["hooks"] = json!({"poststart": [{"path": "/bin/true"}, fail("/bin/sh")]}));
+    let c = Container::create(&env, &b, &env.id("poststart"));
+    let err = env.fails(&["start", &c.id]);
+    assert!(err.contains(&want("poststart")), "{err}");
+    drop(c);
+    // startContainer hooks stay libcontainer's (siloc cannot run in the container):
+    // the failure fails the container, in libcontainer's words
+    let mut b = env.bundle("startc", &["true"]);
+    b.edit(|s| s["hooks"] = json!({"startContainer": [{"path": "/bin/true"}, fail("/bin/sh")]}));
+    let (code, _, _) = run(&env, &b, "startc");
+    assert_ne!(code, 0);
+}
+
+/// createContainer hooks run with the container's rootfs as working directory (runc
+/// changes into it first), also in a container with its own user namespace;
+/// startContainer hooks without `env` get the process's environment.
+#[test]
+fn hooks_run_where_and_with_what_runc_gives_them() {
+    needs_root!();
+    let env = TestEnv::new();
+    for userns in [false, true] {
+        let mut b = env.bundle(&format!("b{userns}"), &["true"]);
+        if userns {
+            b.annotate("io.siloc.userns", "auto");
+        }
+        b.edit(|s| {
+            s["root"]["readonly"] = Value::Bool(false);
+            s["process"]["env"] = json!(["PATH=/bin", "FOO=bar"]);
+            s["hooks"] = json!({
+                "createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "pwd > cc-pwd"]}],
+                "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "env > /sc-env"]}],
+            });
+        });
+        let (code, _, err) = run(&env, &b, &format!("where{userns}"));
+        assert_eq!(code, 0, "userns {userns}: {err}");
+        let rootfs = std::fs::canonicalize(b.dir.join("rootfs")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(rootfs.join("cc-pwd"))
+                .unwrap_or_default()
+                .trim(),
+            rootfs.to_str().unwrap(),
+            "userns {userns}: {err}"
+        );
+        let e = std::fs::read_to_string(rootfs.join("sc-env")).unwrap();
+        assert!(e.lines().any(|l| l == "FOO=bar"), "{e}");
+    }
+}
+
 #[test]
 fn masked_and_readonly_paths() {
     needs_root!();
