@@ -32,6 +32,9 @@ pub(crate) struct CreateArgs {
     /// Pass this many extra file descriptors (from fd 3) to the container
     #[arg(long = "preserve-fds", default_value_t = 0)]
     pub(crate) preserve_fds: i32,
+    /// Unix socket that receives a pidfd of the container's init (SCM_RIGHTS; runc 1.2)
+    #[arg(long = "pidfd-socket")]
+    pub(crate) pidfd_socket: Option<PathBuf>,
 }
 
 /// `run`: `create` + `start`, in the foreground unless `--detach`.
@@ -68,21 +71,57 @@ impl CreateArgs {
 /// `siloc create`.
 pub(crate) fn create(ctx: &Ctx, a: CreateArgs) -> anyhow::Result<Container> {
     let rt = ctx.runtime()?;
-    let req = a.request(ctx, true)?;
-    Ok(lifecycle::create(&rt, &req)?)
+    let mut req = a.request(ctx, true)?;
+    create_for_caller(&rt, &mut req, a.pidfd_socket.as_deref(), true)
+}
+
+/// `lifecycle::create`, then what the caller asked to be handed: the pty master of a
+/// caller's console socket, served through a [`console_proxy`](super::console_proxy)
+/// (the pty fixed as runc hands it over) when `proxy_console`, and a pidfd of the
+/// init on `pidfd_socket`. Both sockets are connected first; a failure to hand
+/// either over deletes the container again.
+pub fn create_for_caller(
+    rt: &lifecycle::Runtime,
+    req: &mut lifecycle::CreateRequest,
+    pidfd_socket: Option<&std::path::Path>,
+    proxy_console: bool,
+) -> anyhow::Result<Container> {
+    let pidfd = super::pidfd_socket::connect(pidfd_socket)?;
+    let proxy = if proxy_console {
+        super::console_proxy::for_create(req)?
+    } else {
+        None
+    };
+    let c = lifecycle::create(rt, req)?;
+    let handed = super::console_proxy::finish_create(proxy, &req.bundle, c.pid())
+        .map_err(anyhow::Error::from)
+        .and_then(|()| match (pidfd, c.pid()) {
+            (Some(s), Some(pid)) => Ok(s.send(pid)?),
+            _ => Ok(()),
+        });
+    if let Err(e) = handed {
+        let _ = lifecycle::delete(rt, &req.id, true);
+        return Err(e);
+    }
+    Ok(c)
 }
 
 /// `siloc run`: returns the container's exit status in the foreground, 0 detached.
 pub(crate) fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let rt = ctx.runtime()?;
     if a.detach {
-        let req = a.create.request(ctx, true)?;
-        let mut c = lifecycle::create(&rt, &req)?;
-        if let Err(e) = c.start() {
+        let mut req = a.create.request(ctx, true)?;
+        let mut c = create_for_caller(&rt, &mut req, a.create.pidfd_socket.as_deref(), true)?;
+        if let Err(e) = super::state::start_created(&rt.root, &mut c) {
             let _ = lifecycle::delete(&rt, &req.id, true);
-            return Err(e.into());
+            return Err(e);
         }
         return Ok(0);
     }
-    foreground::run(&rt, a.create.request(ctx, false)?, a.keep)
+    foreground::run(
+        &rt,
+        a.create.request(ctx, false)?,
+        a.create.pidfd_socket.as_deref(),
+        a.keep,
+    )
 }

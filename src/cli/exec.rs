@@ -68,6 +68,9 @@ pub(crate) struct ExecArgs {
     /// Run in this sub-cgroup (accepted)
     #[arg(long)]
     pub(crate) cgroup: Vec<String>,
+    /// Unix socket that receives a pidfd of the process (SCM_RIGHTS; runc 1.2)
+    #[arg(long = "pidfd-socket")]
+    pub(crate) pidfd_socket: Option<PathBuf>,
 }
 
 /// Builds the process from the command line on top of the container's process.
@@ -257,13 +260,21 @@ fn exec_process(
     } else {
         None
     };
-    let console_socket = match &own {
-        Some(t) => Some(t.path().to_path_buf()),
-        None => a
-            .console_socket
-            .as_deref()
-            .map(crate::sys::paths::absolute_clean)
-            .transpose()?,
+    let pidfd_socket = super::pidfd_socket::connect(a.pidfd_socket.as_deref())?;
+    let caller_socket = a
+        .console_socket
+        .as_deref()
+        .map(crate::sys::paths::absolute_clean)
+        .transpose()?;
+    // A caller's console socket goes through siloc's proxy (console_proxy).
+    let proxy = match (&own, &caller_socket) {
+        (None, Some(path)) if terminal => Some(super::console_proxy::ConsoleProxy::connect(path)?),
+        _ => None,
+    };
+    let console_socket = match (&own, &proxy) {
+        (Some(t), _) => Some(t.path().to_path_buf()),
+        (None, Some(p)) => Some(p.path().to_path_buf()),
+        (None, None) => caller_socket,
     };
     let pid = engine::exec(
         &ctx.root,
@@ -295,10 +306,22 @@ fn exec_process(
             None => anyhow::Error::from(e),
         }
     })?;
+    let fix = crate::engine::console_fixup::for_process(&p, init);
+    let handed = proxy
+        .map_or(Ok(()), |proxy| proxy.forward(&fix))
+        .map_err(anyhow::Error::from)
+        .and_then(|()| pidfd_socket.map_or(Ok(()), |s| Ok(s.send(pid)?)));
+    if let Err(e) = handed {
+        // runc kills the process it cannot hand a terminal to.
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        if !a.detach {
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+        return Err(e);
+    }
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let fix = crate::engine::console_fixup::for_process(&p, init);
     let relay = own.map(|t| t.relay(&fix)).transpose()?;
     let fwd = queue.forward_to(
         pid,

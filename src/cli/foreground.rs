@@ -70,7 +70,8 @@ pub(crate) fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
     }
 }
 
-fn spec_wants_terminal(bundle: &Path) -> bool {
+/// Whether the bundle's `process.terminal` is true.
+pub fn spec_wants_terminal(bundle: &Path) -> bool {
     crate::lifecycle::bundle::load(bundle)
         .ok()
         .and_then(|s| s.process().as_ref().and_then(|p| p.terminal()))
@@ -78,7 +79,12 @@ fn spec_wants_terminal(bundle: &Path) -> bool {
 }
 
 /// Foreground `run`: create, start, wait, delete (unless `keep`).
-pub(crate) fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::Result<i32> {
+pub(crate) fn run(
+    rt: &Runtime,
+    mut req: CreateRequest,
+    pidfd_socket: Option<&Path>,
+    keep: bool,
+) -> anyhow::Result<i32> {
     let queue = signals::install()?;
     let own = if req.init.console_socket.is_none() {
         OwnTerminal::maybe(spec_wants_terminal(&req.bundle))?
@@ -89,7 +95,8 @@ pub(crate) fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::R
         req.init.console_socket = Some(t.path().to_path_buf());
         req.init.detach = true;
     }
-    let mut c = lifecycle::create(rt, &req)?;
+    // A caller's console socket goes through siloc's proxy (console_proxy).
+    let mut c = super::create::create_for_caller(rt, &mut req, pidfd_socket, own.is_none())?;
     let result = (|| {
         let pid = c
             .pid()
@@ -100,7 +107,7 @@ pub(crate) fn run(rt: &Runtime, mut req: CreateRequest, keep: bool) -> anyhow::R
             .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
             .unwrap_or_default();
         let relay = own.map(|t| t.relay(&fix)).transpose()?;
-        c.start()?;
+        crate::cli::state::start_created(&rt.root, &mut c)?;
         let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
         let code = wait_exit(pid, fwd);
         if let Some(r) = relay {

@@ -6,6 +6,7 @@
 //! (255 for `exec`, as runc; see errmsg).
 
 mod check;
+mod console_proxy;
 mod create;
 mod delete;
 mod errmsg;
@@ -17,6 +18,7 @@ mod info;
 mod kill;
 mod logging;
 mod pause;
+mod pidfd_socket;
 mod scenario;
 pub(crate) mod signals;
 mod spec;

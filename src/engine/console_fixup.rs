@@ -68,6 +68,41 @@ pub fn for_process(p: &Process, init: Option<Pid>) -> ConsoleFix {
     }
 }
 
+/// Inside the container, in libcontainer's executor (after its console setup made
+/// the pty slave stdin, before the process runs, for the init and for `exec`): when
+/// `process.terminal` is set and stdin is a terminal, clears ONLCR and applies
+/// `process.consoleSize` to a pty whose size is still 0x0 (a size set since, by a
+/// relay copying a real terminal's, wins). This is what makes the very first line
+/// of an `exec -t` come as `text\n`, and works for a caller's `--console-socket` too.
+/// Skipped when the spec's seccomp filter could kill, trap or notify on `ioctl` (the
+/// filter is already in force here). Errors are ignored: the process runs as before.
+pub fn in_container(spec: &oci_spec::runtime::Spec) {
+    let Some(p) = spec.process() else { return };
+    if p.terminal() != Some(true) || !super::procname::call_is_safe(spec, "ioctl") {
+        return;
+    }
+    // SAFETY: fd 0 stays open for the whole call; borrowing it makes no claim on it.
+    let stdin = unsafe { BorrowedFd::borrow_raw(0) };
+    let Ok(mut t) = termios::tcgetattr(stdin) else {
+        return;
+    };
+    if t.output_flags.contains(OutputFlags::ONLCR) {
+        t.output_flags.remove(OutputFlags::ONLCR);
+        let _ = termios::tcsetattr(stdin, SetArg::TCSANOW, &t);
+    }
+    if let Some(b) = p.console_size() {
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        // SAFETY: TIOCGWINSZ/TIOCSWINSZ take a winsize that lives across the calls.
+        unsafe {
+            if libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_row == 0 && ws.ws_col == 0 {
+                ws.ws_row = b.height() as u16;
+                ws.ws_col = b.width() as u16;
+                libc::ioctl(0, libc::TIOCSWINSZ, &ws);
+            }
+        }
+    }
+}
+
 /// Clears ONLCR on the pty of `master`, sets its size, and chowns its slave (opened
 /// with TIOCGPTPEER, Linux 4.13).
 ///

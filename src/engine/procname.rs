@@ -43,6 +43,8 @@ impl Executor for Named {
             // bytes. A failure (SCMP_ACT_ERRNO) only leaves the old name.
             unsafe { libc::prctl(libc::PR_SET_NAME, INIT_NAME.as_ptr(), 0, 0, 0) };
         }
+        // The console as runc hands it over, before the program runs (console_fixup).
+        super::console_fixup::in_container(spec);
         DefaultExecutor {}.validate(spec)
     }
 
@@ -57,6 +59,12 @@ impl Executor for Named {
 /// _ERRNO. A kill, trap, trace or notify action would turn the rename into a dead or
 /// stopped container.
 pub fn rename_is_safe(spec: &Spec) -> bool {
+    call_is_safe(spec, "prctl")
+}
+
+/// Whether calling syscall `name` is harmless under the spec's seccomp filter: the
+/// rule of [`rename_is_safe`] for any syscall.
+pub fn call_is_safe(spec: &Spec, name: &str) -> bool {
     let Some(seccomp) = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) else {
         return true;
     };
@@ -73,7 +81,7 @@ pub fn rename_is_safe(spec: &Spec) -> bool {
             .syscalls()
             .iter()
             .flatten()
-            .all(|rule| !rule.names().iter().any(|n| n == "prctl") || harmless(rule.action()))
+            .all(|rule| !rule.names().iter().any(|n| n == name) || harmless(rule.action()))
 }
 
 #[cfg(test)]

@@ -536,3 +536,77 @@ fn a_container_without_a_mount_namespace_leaves_the_callers_mounts_alone() {
         common::traces_of(&id)
     );
 }
+
+/// The pid a pidfd received on a `--pidfd-socket` listener refers to
+/// (/proc/self/fdinfo's `Pid:` line).
+fn receive_pidfd(l: &std::os::unix::net::UnixListener) -> i64 {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    let (conn, _) = l.accept().unwrap();
+    let mut buf = [0u8; 64];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let fd = msg
+        .cmsgs()
+        .unwrap()
+        .find_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+            _ => None,
+        })
+        .expect("no fd on the pidfd socket");
+    // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("not a pidfd: {info}"))
+}
+
+/// `--pidfd-socket` (runc 1.2) on `create` and `exec`: the socket receives a pidfd of
+/// the init, then of the exec'd process; a socket nobody listens on fails `create`
+/// and leaves nothing.
+#[test]
+fn pidfd_socket_receives_the_processes_pidfds() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let sock = env.dir.path().join("pidfd.sock");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let s = sock.to_str().unwrap();
+    let id = env.id("pidfd");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), "--pidfd-socket", s, &id]);
+    assert!(ok, "{err}");
+    let c = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    assert_eq!(receive_pidfd(&l), env.state(&id)["pid"].as_i64().unwrap());
+    env.ok(&["start", &id]);
+    let (ok, _, err) = env.detached(&["exec", "-d", "--pidfd-socket", s, &id, "sleep", "1001"]);
+    assert!(ok, "{err}");
+    let pid = receive_pidfd(&l);
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&cmd), "sleep\x001001\x00");
+    drop(c);
+    let gone = env.dir.path().join("nobody.sock");
+    let id2 = env.id("pidfd2");
+    let (ok, _, err) = env.detached(&[
+        "create",
+        "--bundle",
+        b.path(),
+        "--pidfd-socket",
+        gone.to_str().unwrap(),
+        &id2,
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--pidfd-socket"), "{err}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
