@@ -41,6 +41,21 @@ pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
         ContainerStatus::Stopped if !a.all => anyhow::bail!("container not running"),
         _ => {}
     }
-    c.kill(sig, a.all)?;
+    // runc (1.2+): SIGKILL to a container in the host's PID namespace goes to every
+    // process of its cgroup, as no PID namespace teardown would kill the others.
+    let all = a.all || (n == libc::SIGKILL && !has_own_pid_namespace(&c));
+    c.kill(sig, all)?;
     Ok(())
+}
+
+/// Whether the container's init has a PID namespace other than siloc's (one of its
+/// own, or another container's, which that one's init tears down). Unknown: yes.
+fn has_own_pid_namespace(c: &libcontainer::container::Container) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(pid) = c.pid() else { return true };
+    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    match (ns(&format!("/proc/{pid}/ns/pid")), ns("/proc/self/ns/pid")) {
+        (Ok(theirs), Ok(ours)) => theirs != ours,
+        _ => true,
+    }
 }

@@ -537,6 +537,53 @@ fn a_container_without_a_mount_namespace_leaves_the_callers_mounts_alone() {
     );
 }
 
+/// The processes of container `id`'s cgroup (v1 `pids` hierarchy, or v2), by pid.
+fn cgroup_procs(id: &str) -> Vec<String> {
+    let cg = format!("siloc-{id}");
+    let p = [
+        format!("/sys/fs/cgroup/pids/{cg}/cgroup.procs"),
+        format!("/sys/fs/cgroup/{cg}/cgroup.procs"),
+    ];
+    p.iter()
+        .find_map(|f| std::fs::read_to_string(f).ok())
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `kill ID KILL` of a container in the host's PID namespace kills every process of
+/// its cgroup, as runc does: no namespace teardown would kill the init's children.
+#[test]
+fn kill_of_a_host_pid_namespace_container_kills_its_whole_cgroup() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("hostkill");
+    let mut b = env.bundle("b", &["sh", "-c", "sleep 1001 & sleep 1002 & wait"]);
+    b.edit(|s| {
+        let ns = s["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        ns.retain(|n| n["type"] != "pid");
+    });
+    let c = Container::start(&env, &b, &id);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while cgroup_procs(&id).len() < 3 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let before = cgroup_procs(&id);
+    assert_eq!(before.len(), 3, "{before:?}");
+    env.ok(&["kill", &id, "KILL"]);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !cgroup_procs(&id).is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        cgroup_procs(&id),
+        Vec::<String>::new(),
+        "before: {before:?}"
+    );
+    drop(c);
+}
+
 /// The pid a pidfd received on a `--pidfd-socket` listener refers to
 /// (/proc/self/fdinfo's `Pid:` line).
 fn receive_pidfd(l: &std::os::unix::net::UnixListener) -> i64 {
