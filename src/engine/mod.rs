@@ -12,6 +12,7 @@ pub mod mount_fixups;
 pub mod mount_guard;
 pub mod procname;
 pub mod stopped_delete;
+pub mod v1_subcgroups;
 
 use std::path::{Path, PathBuf};
 

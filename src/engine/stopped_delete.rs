@@ -142,6 +142,13 @@ fn remove(paths: &[PathBuf]) -> Result<(), StoppedDeleteError> {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
+        // Sub-cgroups the container's processes made (v1_subcgroups) go first.
+        super::v1_subcgroups::remove_below(std::slice::from_ref(p)).map_err(|e| match e {
+            super::v1_subcgroups::SubCgroupError::Io { path, err } => {
+                StoppedDeleteError::Io { path, err }
+            }
+            super::v1_subcgroups::SubCgroupError::Busy(p) => StoppedDeleteError::Busy(p),
+        })?;
         let mut delay = Duration::from_millis(10);
         let mut done = false;
         for attempt in 1..=4u32 {

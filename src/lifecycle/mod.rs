@@ -366,6 +366,10 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
     {
         return Ok(());
     }
+    // libcgroups' v1 manager cannot remove a cgroup with sub-cgroups: siloc removes
+    // those first (engine::v1_subcgroups).
+    let v1_dirs = crate::engine::v1_subcgroups::dirs_of(c);
+    let _ = crate::engine::v1_subcgroups::remove_below(&v1_dirs);
     let mut result = c.delete(force);
     // A cgroup still busy with dying processes: kill what is left, give the kernel
     // time to reap it, and try again. Everything delete did before is idempotent.
@@ -376,6 +380,7 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
         tracing::debug!(id = c.id(), "cgroup busy on delete; retrying");
         let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
         std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = crate::engine::v1_subcgroups::remove_below(&v1_dirs);
         result = c.delete(force);
     }
     match result {

@@ -584,6 +584,37 @@ fn kill_of_a_host_pid_namespace_container_kills_its_whole_cgroup() {
     drop(c);
 }
 
+
+/// `delete --force` on cgroup v1 removes the sub-cgroups below the container's own
+/// (libcgroups' one rmdir per hierarchy fails on them) and kills what runs there;
+/// nothing beside or above the container's cgroup is touched.
+#[test]
+fn forced_delete_removes_sub_cgroups_on_v1() {
+    needs_root!();
+    if !std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+        eprintln!("SKIPPED: no cgroup v1 pids hierarchy");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.id("subcg");
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let c = Container::start(&env, &b, &id);
+    let pid = env.state(&id)["pid"].as_i64().unwrap();
+    let top = std::path::PathBuf::from(format!("/sys/fs/cgroup/pids/siloc-{id}"));
+    let inner = top.join("sub/inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    // the init moves down: the container's own cgroup.procs is then empty
+    std::fs::write(inner.join("cgroup.procs"), pid.to_string()).unwrap();
+    env.ok(&["delete", "--force", &id]);
+    drop(c);
+    assert!(!top.exists(), "{}", top.display());
+    assert!(
+        common::traces_of(&id).is_empty(),
+        "{:?}",
+        common::traces_of(&id)
+    );
+}
+
 /// The pid a pidfd received on a `--pidfd-socket` listener refers to
 /// (/proc/self/fdinfo's `Pid:` line).
 fn receive_pidfd(l: &std::os::unix::net::UnixListener) -> i64 {
