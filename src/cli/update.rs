@@ -33,6 +33,9 @@ pub(crate) struct UpdateArgs {
     /// CPU CFS quota in µs
     #[arg(long = "cpu-quota", allow_hyphen_values = true)]
     cpu_quota: Option<i64>,
+    /// CPU CFS burst in µs (cpu.cfs_burst_us / cpu.max.burst, Linux 5.14+; as runc)
+    #[arg(long = "cpu-burst")]
+    cpu_burst: Option<u64>,
     /// CPU shares (relative weight)
     #[arg(long = "cpu-share")]
     cpu_share: Option<u64>,
@@ -94,6 +97,7 @@ fn flags_json(a: &UpdateArgs) -> anyhow::Result<Value> {
     let cpu = [
         ("period", a.cpu_period.map(|x| json!(x))),
         ("quota", a.cpu_quota.map(|x| json!(x))),
+        ("burst", a.cpu_burst.map(|x| json!(x))),
         ("shares", a.cpu_share.map(|x| json!(x))),
         ("realtimePeriod", a.cpu_rt_period.map(|x| json!(x))),
         ("realtimeRuntime", a.cpu_rt_runtime.map(|x| json!(x))),
@@ -158,6 +162,7 @@ mod tests {
         let a = UpdateArgs {
             blkio_weight: Some(300),
             cpu_quota: Some(50000),
+            cpu_burst: Some(20000),
             cpuset_cpus: Some("0-1".into()),
             memory: Some("64M".into()),
             memory_swap: Some("-1".into()),
@@ -167,6 +172,7 @@ mod tests {
         let v = flags_json(&a).unwrap();
         assert_eq!(v["blockIO"]["weight"], 300);
         assert_eq!(v["cpu"]["quota"], 50000);
+        assert_eq!(v["cpu"]["burst"], 20000);
         assert_eq!(v["cpu"]["cpus"], "0-1");
         assert_eq!(v["memory"]["limit"], 64 << 20);
         assert_eq!(v["memory"]["swap"], -1);

@@ -584,6 +584,25 @@ fn kill_of_a_host_pid_namespace_container_kills_its_whole_cgroup() {
     drop(c);
 }
 
+/// `update --cpu-burst` (runc's flag) reaches the cgroup: cpu.cfs_burst_us on v1,
+/// cpu.max.burst on v2.
+#[test]
+fn update_sets_the_cpu_burst() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("burst");
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| {
+        s["linux"]["resources"]["cpu"] = serde_json::json!({"quota": 50000, "period": 100000})
+    });
+    let _c = Container::start(&env, &b, &id);
+    env.ok(&["update", "--cpu-burst", "20000", &id]);
+    let cg = format!("siloc-{id}");
+    let got = std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/{cg}/cpu.cfs_burst_us"))
+        .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup/{cg}/cpu.max.burst")))
+        .unwrap_or_default();
+    assert_eq!(got.trim(), "20000");
+}
 
 /// `delete --force` on cgroup v1 removes the sub-cgroups below the container's own
 /// (libcgroups' one rmdir per hierarchy fails on them) and kills what runs there;
