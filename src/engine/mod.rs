@@ -5,6 +5,7 @@
 pub mod console_fixup;
 pub mod cwd;
 pub mod exec_sockets;
+pub mod frozen_cgroup;
 pub mod hooks;
 pub mod idmapped_mounts;
 pub mod io_weight;

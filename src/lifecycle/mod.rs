@@ -45,6 +45,8 @@ pub enum LifecycleError {
     MountGuard(#[from] crate::engine::mount_guard::MountGuardError),
     #[error(transparent)]
     Hook(#[from] crate::engine::hooks::HookError),
+    #[error(transparent)]
+    Frozen(#[from] crate::engine::frozen_cgroup::FrozenCgroupError),
     #[error("{0}")]
     Other(String),
 }
@@ -163,6 +165,15 @@ fn create_prepared(
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    // libcontainer would hang in a frozen cgroup (engine::frozen_cgroup).
+    if let (false, Some(cg)) = (
+        rt.systemd,
+        spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()),
+    ) {
+        let mounts = crate::sys::mountinfo::read(None).unwrap_or_default();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        crate::engine::frozen_cgroup::check(&mounts, &own, &cg)?;
+    }
     let spec_dir = record::dir(&rt.root, &req.id);
     // Without a mount namespace of its own, the container gets a private copy of
     // siloc's: libcontainer's rootfs setup (and the staged mounts) must not change the

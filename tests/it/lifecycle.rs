@@ -707,3 +707,68 @@ fn pidfd_socket_receives_the_processes_pidfds() {
     assert!(err.contains("--pidfd-socket"), "{err}");
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// Thaws and removes a v1 freezer cgroup the test made (and what siloc may have made
+/// below it in any hierarchy) when dropped.
+struct FrozenCgroup(String);
+
+impl Drop for FrozenCgroup {
+    fn drop(&mut self) {
+        let f = format!("/sys/fs/cgroup/freezer/{}", self.0);
+        let _ = std::fs::write(format!("{f}/freezer.state"), "THAWED");
+        if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+            for h in rd.flatten() {
+                let d = h.path().join(&self.0);
+                let _ = std::fs::remove_dir(d.join("ctr"));
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
+    }
+}
+
+/// `create` into a frozen cgroup (v1 freezer) fails at once, naming it, instead of
+/// hanging with the init stopped in it; nothing is left behind.
+#[test]
+fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
+    needs_root!();
+    if !std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists() {
+        eprintln!("SKIPPED: no cgroup v1 freezer hierarchy");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.id("frozen");
+    let name = format!("siloc-test-{id}");
+    let guard = FrozenCgroup(name.clone());
+    let dir = format!("/sys/fs/cgroup/freezer/{name}");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(format!("{dir}/freezer.state"), "FROZEN").unwrap();
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/ctr")));
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut child = env
+        .cmd(&["create", "--bundle", b.path(), &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(out.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > end {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if status.is_none() {
+        drop(guard); // thaw: the hung create goes on and ends
+        let _ = child.wait();
+        panic!("create hung in a frozen cgroup");
+    }
+    let err = std::fs::read_to_string(out.path()).unwrap();
+    assert!(!status.unwrap().success());
+    assert!(err.contains(&format!("cgroup {dir} is frozen")), "{err}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    drop(guard);
+}
