@@ -46,12 +46,28 @@ pub(crate) fn document() -> serde_json::Value {
             "io.siloc.io": "class, max, weight, latency",
             "io.siloc.io.latency": "cgroup v2 io.latency target: 2ms, 500us or µs",
             "org.opencontainers.runc.checkpoint.enabled": "false",
+            "io.siloc.runc.compat": RUNC_COMPAT.join(","),
             "io.siloc.host.cgroup.favordynmods": favordynmods(
                 &crate::sys::mountinfo::read(None).unwrap_or_default()
             )
         }
     })
 }
+
+/// runc behaviours siloc gives on top of libcontainer 0.7, for callers that probe
+/// (README "runc compatibility"): named hook failures and createContainer hooks in
+/// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
+/// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
+/// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang.
+pub const RUNC_COMPAT: &[&str] = &[
+    "hooks.named-errors",
+    "hooks.createContainer-cwd-rootfs",
+    "console.onlcr-owner-size",
+    "pidfd-socket",
+    "update.cpu-burst",
+    "delete.v1-sub-cgroups",
+    "create.frozen-cgroup-refused",
+];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
 /// cgroup v2 and v1; kernel Documentation/admin-guide/cgroup-v2.rst): "on", else
@@ -134,6 +150,7 @@ mod tests {
                 .unwrap()
                 .contains(&"poststop".to_string())
         );
+        assert!(f.annotations().as_ref().unwrap()["io.siloc.runc.compat"].contains("pidfd-socket"));
         let opts = f.mount_options().as_ref().unwrap();
         assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
     }
