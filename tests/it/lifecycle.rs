@@ -762,8 +762,12 @@ fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     if status.is_none() {
-        drop(guard); // thaw: the hung create goes on and ends
+        // thaw: the hung create goes on and ends; delete its container, then the
+        // cgroups libcontainer made
+        let _ = std::fs::write(format!("{dir}/freezer.state"), "THAWED");
         let _ = child.wait();
+        let _ = env.siloc(&["delete", "--force", &id]);
+        drop(guard);
         panic!("create hung in a frozen cgroup");
     }
     let err = std::fs::read_to_string(out.path()).unwrap();
