@@ -622,6 +622,26 @@ fn forced_delete_removes_sub_cgroups_on_v1() {
     let top = std::path::PathBuf::from(format!("/sys/fs/cgroup/pids/siloc-{id}"));
     let inner = top.join("sub/inner");
     std::fs::create_dir_all(&inner).unwrap();
+    // if delete fails: what the test made goes (the init killed first)
+    struct Made(std::path::PathBuf);
+    impl Drop for Made {
+        fn drop(&mut self) {
+            let procs = std::fs::read_to_string(self.0.join("sub/inner/cgroup.procs"));
+            for p in procs.unwrap_or_default().lines() {
+                if let Ok(p) = p.trim().parse() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            for d in [self.0.join("sub/inner"), self.0.join("sub"), self.0.clone()] {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let _made = Made(top.clone());
     // the init moves down: the container's own cgroup.procs is then empty
     std::fs::write(inner.join("cgroup.procs"), pid.to_string()).unwrap();
     env.ok(&["delete", "--force", &id]);
