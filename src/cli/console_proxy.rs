@@ -27,7 +27,7 @@ const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Errors of the console proxy; each names the caller's socket.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     #[error("--console-socket {path}: {source}")]
     Connect {
         path: PathBuf,
@@ -42,7 +42,7 @@ pub enum ProxyError {
 }
 
 /// The caller's connected socket and siloc's own listening one.
-pub struct ConsoleProxy {
+pub(crate) struct ConsoleProxy {
     caller: UnixStream,
     caller_path: PathBuf,
     own: ConsoleSocket,
@@ -52,7 +52,7 @@ impl ConsoleProxy {
     /// Connects to the caller's socket `caller` and binds siloc's own in the temp dir.
     ///
     /// Errors: [`ProxyError::Connect`] when the caller's socket takes no connection.
-    pub fn connect(caller: &Path) -> Result<ConsoleProxy, ProxyError> {
+    pub(crate) fn connect(caller: &Path) -> Result<ConsoleProxy, ProxyError> {
         let stream = UnixStream::connect(caller).map_err(|source| ProxyError::Connect {
             path: caller.to_path_buf(),
             source,
@@ -65,7 +65,7 @@ impl ConsoleProxy {
     }
 
     /// The socket to give libcontainer.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.own.path()
     }
 
@@ -73,7 +73,7 @@ impl ConsoleProxy {
     /// caller.
     ///
     /// Errors: no master within the timeout, the fix failed, or the send failed.
-    pub fn forward(self, fix: &ConsoleFix) -> Result<(), ProxyError> {
+    pub(crate) fn forward(self, fix: &ConsoleFix) -> Result<(), ProxyError> {
         let master: OwnedFd = self.own.receive_master(MASTER_TIMEOUT)?;
         console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
         // libcontainer names the master /dev/ptmx; runc's clients read only the fd.
@@ -96,7 +96,7 @@ impl ConsoleProxy {
 
 /// For `create`/`run`: when the bundle's process wants a terminal and the caller gave
 /// a console socket, puts a proxy in its place in `req`.
-pub fn for_create(
+pub(crate) fn for_create(
     req: &mut crate::lifecycle::CreateRequest,
 ) -> Result<Option<ConsoleProxy>, ProxyError> {
     let Some(caller) = req.init.console_socket.clone() else {
@@ -112,7 +112,7 @@ pub fn for_create(
 
 /// After `create`: forwards the fixed master to the caller (the fix for the bundle's
 /// process, through the user namespace of init `pid`).
-pub fn finish_create(
+pub(crate) fn finish_create(
     proxy: Option<ConsoleProxy>,
     bundle: &Path,
     pid: Option<nix::unistd::Pid>,

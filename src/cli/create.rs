@@ -80,7 +80,7 @@ pub(crate) fn create(ctx: &Ctx, a: CreateArgs) -> anyhow::Result<Container> {
 /// (the pty fixed as runc hands it over) when `proxy_console`, and a pidfd of the
 /// init on `pidfd_socket`. Both sockets are connected first; a failure to hand
 /// either over deletes the container again.
-pub fn create_for_caller(
+pub(crate) fn create_for_caller(
     rt: &lifecycle::Runtime,
     req: &mut lifecycle::CreateRequest,
     pidfd_socket: Option<&std::path::Path>,

@@ -59,7 +59,7 @@ pub(crate) fn document() -> serde_json::Value {
 /// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
 /// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang.
-pub const RUNC_COMPAT: &[&str] = &[
+pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
     "console.onlcr-owner-size",

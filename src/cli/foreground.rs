@@ -71,7 +71,7 @@ pub(crate) fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
 }
 
 /// Whether the bundle's `process.terminal` is true.
-pub fn spec_wants_terminal(bundle: &Path) -> bool {
+pub(crate) fn spec_wants_terminal(bundle: &Path) -> bool {
     crate::lifecycle::bundle::load(bundle)
         .ok()
         .and_then(|s| s.process().as_ref().and_then(|p| p.terminal()))

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 
 /// Errors of `--pidfd-socket`, naming the socket.
 #[derive(Debug, thiserror::Error)]
-pub enum PidfdSocketError {
+pub(crate) enum PidfdSocketError {
     #[error("--pidfd-socket {path}: {source}")]
     Connect {
         path: PathBuf,
@@ -33,7 +33,7 @@ pub enum PidfdSocketError {
 }
 
 /// A connection to the caller's pidfd socket.
-pub struct PidfdSocket {
+pub(crate) struct PidfdSocket {
     stream: UnixStream,
     path: PathBuf,
 }
@@ -42,7 +42,7 @@ impl PidfdSocket {
     /// Connects to `path`.
     ///
     /// Errors: [`PidfdSocketError::Connect`] when nothing listens there.
-    pub fn connect(path: &Path) -> Result<PidfdSocket, PidfdSocketError> {
+    pub(crate) fn connect(path: &Path) -> Result<PidfdSocket, PidfdSocketError> {
         let stream = UnixStream::connect(path).map_err(|source| PidfdSocketError::Connect {
             path: path.to_path_buf(),
             source,
@@ -56,7 +56,7 @@ impl PidfdSocket {
     /// Sends a pidfd of `pid` (payload `pidfd`).
     ///
     /// Errors: pidfd_open or sendmsg failed (the process is gone, the caller closed).
-    pub fn send(self, pid: Pid) -> Result<(), PidfdSocketError> {
+    pub(crate) fn send(self, pid: Pid) -> Result<(), PidfdSocketError> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
         if fd < 0 {
@@ -86,7 +86,7 @@ impl PidfdSocket {
 
 /// Connects to the socket `path` names, if any (cleaned lexically, as siloc's other
 /// path flags).
-pub fn connect(path: Option<&Path>) -> anyhow::Result<Option<PidfdSocket>> {
+pub(crate) fn connect(path: Option<&Path>) -> anyhow::Result<Option<PidfdSocket>> {
     path.map(|p| {
         let p = crate::sys::paths::absolute_clean(p)?;
         Ok(PidfdSocket::connect(&p)?)

@@ -75,7 +75,7 @@ pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
 
 /// Starts created container `c` (state root `root`); a failing poststart hook is named
 /// as runc names it (engine::hooks left the message in the record).
-pub fn start_created(root: &Path, c: &mut Container) -> anyhow::Result<()> {
+pub(crate) fn start_created(root: &Path, c: &mut Container) -> anyhow::Result<()> {
     let id = c.id().to_string();
     c.start().map_err(|e| {
         let report = engine::hooks::poststart_report(&crate::lifecycle::record::dir(root, &id));
