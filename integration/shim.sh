@@ -317,8 +317,9 @@ c_plain() {
   leftovers "$T/mounts.before"
 }
 
-# Bad input: a command that does not exist (siloc's create fails), a missing siloc
-# binary, a shim killed with SIGKILL: clear errors, nothing left.
+# Bad input: a command that does not exist (siloc's create fails), a user namespace
+# too small for the spec, a missing siloc binary, a shim killed with SIGKILL: clear
+# errors, nothing left.
 c_bad_input() {
   local pod cid out rc=0 shim
   pod=$(cri runp bad siloc io.siloc.userns=auto)
@@ -327,6 +328,12 @@ c_bad_input() {
   [ "$rc" != 0 ]
   expect_match "$out" 'siloc (create|start) failed .*/no/such' "StartContainer's error names siloc and the command"
   grep -q 'siloc create failed\|siloc start failed' "$T/containerd.log"
+  # A range too small for the spec's IDs (/dev/pts has gid=5): the error names the
+  # annotation, not libcontainer's "mount options require mapping valid uid".
+  rc=0
+  out=$(cri runp small siloc io.siloc.userns=auto io.siloc.userns.size=1 2>&1) || rc=$?
+  [ "$rc" != 0 ]
+  expect_match "$out" 'annotation io.siloc.userns.size: 1 IDs map container IDs 0..=0, but the spec.s mount /dev/pts option gid=5' "RunPodSandbox's error names the size"
   rc=0
   out=$(cri runp missing siloc-missing 2>&1) || rc=$?
   [ "$rc" != 0 ]

@@ -205,6 +205,37 @@ mod tests {
     }
 
     #[test]
+    fn a_userns_size_must_map_the_specs_ids() {
+        let mut s = spec(&[(ann::USERNS, "auto"), (ann::USERNS_SIZE, "5")], None);
+        let mounts: Vec<oci_spec::runtime::Mount> = serde_json::from_str(
+            r#"[{"destination":"/dev/pts","type":"devpts","source":"devpts",
+                 "options":["nosuid","mode=0620","gid=5"]}]"#,
+        )
+        .unwrap();
+        s.set_mounts(Some(mounts));
+        let e = plan(&s, &cfg("off")).unwrap_err();
+        assert_eq!(e.key, ann::USERNS_SIZE);
+        assert!(e.msg.contains("mount /dev/pts option gid=5"), "{e}");
+        assert!(e.msg.contains("at least 6 IDs"), "{e}");
+        // 6 IDs map gid 5.
+        let mut a = s.annotations().clone().unwrap();
+        a.insert(ann::USERNS_SIZE.into(), "6".into());
+        s.set_annotations(Some(a.clone()));
+        assert_eq!(
+            plan(&s, &cfg("off")).unwrap().userns,
+            UsernsPlan::Auto { size: 6 }
+        );
+        // The process's user: the pause image's 65535 needs the full 65536.
+        let mut u = s.process().clone().unwrap();
+        u.set_user(serde_json::from_str(r#"{"uid":65535,"gid":65535}"#).unwrap());
+        s.set_process(Some(u));
+        a.insert(ann::USERNS_SIZE.into(), "65535".into());
+        s.set_annotations(Some(a));
+        let e = plan(&s, &cfg("off")).unwrap_err();
+        assert!(e.msg.contains("process.user.uid needs ID 65535"), "{e}");
+    }
+
+    #[test]
     fn spec_userns_is_left_alone() {
         let maps = r#""uidMappings":[{"containerID":0,"hostID":5000,"size":10}],
                       "gidMappings":[{"containerID":0,"hostID":6000,"size":10}]"#;

@@ -164,7 +164,52 @@ pub(crate) fn plan(
             }
         },
     };
+    check_ids_fit(spec, size)?;
     Ok(UsernsPlan::Auto { size })
+}
+
+/// Checks that every container ID the spec names is mapped by a range of `size` IDs
+/// (container 0..size-1): `process.user` (uid, gid, additionalGids) and the `uid=N` /
+/// `gid=N` options of `mounts` (containerd's /dev/pts has `gid=5`). The kernel cannot
+/// run or mount with an unmapped ID; libcontainer then fails with a message naming
+/// neither the ID nor the size ("mount options require mapping valid uid ...").
+///
+/// Errors: [`AnnotationError`] naming `io.siloc.userns.size`, the ID and where it is.
+fn check_ids_fit(spec: &Spec, size: u32) -> Result<(), AnnotationError> {
+    let mut needed: Vec<(u32, String)> = Vec::new();
+    if let Some(u) = spec.process().as_ref().map(|p| p.user()) {
+        needed.push((u.uid(), "process.user.uid".into()));
+        needed.push((u.gid(), "process.user.gid".into()));
+        for g in u.additional_gids().iter().flatten() {
+            needed.push((*g, "process.user.additionalGids".into()));
+        }
+    }
+    for m in spec.mounts().iter().flatten() {
+        for o in m.options().iter().flatten() {
+            let id = o
+                .strip_prefix("uid=")
+                .or_else(|| o.strip_prefix("gid="))
+                .and_then(|v| v.parse::<u32>().ok());
+            if let Some(id) = id {
+                needed.push((
+                    id,
+                    format!("mount {} option {o}", m.destination().display()),
+                ));
+            }
+        }
+    }
+    match needed.into_iter().find(|(id, _)| *id >= size) {
+        None => Ok(()),
+        Some((id, what)) => Err(err(
+            ann::USERNS_SIZE,
+            format!(
+                "{size} IDs map container IDs 0..={}, but the spec's {what} needs ID {id}: \
+                 give at least {} IDs",
+                size - 1,
+                u64::from(id) + 1
+            ),
+        )),
+    }
 }
 
 /// The mappings the container (and the idmapped layers) use, if any.

@@ -386,6 +386,14 @@ fn bad_layers_rootfs_and_upper_fail_cleanly() {
             }),
             "io.siloc.userns.size",
         ),
+        (
+            // The spec's /dev/pts has gid=5: 1 ID maps container ID 0 only.
+            "userns size below a mount's gid",
+            Box::new(|b| {
+                b.annotate("io.siloc.userns.size", "1");
+            }),
+            "annotation io.siloc.userns.size: 1 IDs map container IDs 0..=0, but the spec's mount /dev/pts option gid=5",
+        ),
     ];
     for (i, (what, edit, needle)) in cases.iter().enumerate() {
         let mut b = layered_bundle(&env, &format!("b{i}"), &layers, &["true"]);
