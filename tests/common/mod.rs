@@ -462,3 +462,32 @@ impl Drop for Container<'_> {
         let _ = self.env.siloc(&["delete", "--force", &self.id]);
     }
 }
+
+/// Accepts one connection on `l` and returns the first fd sent on it with SCM_RIGHTS
+/// (a pty master on a `--console-socket`, a pidfd on a `--pidfd-socket`, as runc
+/// sends them). Panics naming `what` when the message carries no fd.
+pub fn accept_fd(l: &std::os::unix::net::UnixListener, what: &str) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    let (conn, _) = l.accept().unwrap();
+    let mut buf = [0u8; 256];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let fd = msg
+        .cmsgs()
+        .unwrap()
+        .find_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no fd on the {what}"));
+    // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}

@@ -657,29 +657,8 @@ fn forced_delete_removes_sub_cgroups_on_v1() {
 /// The pid a pidfd received on a `--pidfd-socket` listener refers to
 /// (/proc/self/fdinfo's `Pid:` line).
 fn receive_pidfd(l: &std::os::unix::net::UnixListener) -> i64 {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-    let (conn, _) = l.accept().unwrap();
-    let mut buf = [0u8; 64];
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        conn.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .unwrap();
-    let fd = msg
-        .cmsgs()
-        .unwrap()
-        .find_map(|c| match c {
-            ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
-            _ => None,
-        })
-        .expect("no fd on the pidfd socket");
-    // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    use std::os::fd::AsRawFd;
+    let fd = common::accept_fd(l, "pidfd socket");
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("Pid:"))

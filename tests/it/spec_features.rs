@@ -539,26 +539,7 @@ fn terminal_without_onlcr_owned_by_the_process_and_sized() {
 /// Accepts one connection on a console socket and returns the pty master sent on it
 /// (SCM_RIGHTS), as containerd's shim and conmon do.
 fn receive_master(l: &std::os::unix::net::UnixListener) -> std::fs::File {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-    let (conn, _) = l.accept().unwrap();
-    let mut buf = [0u8; 256];
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        conn.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .unwrap();
-    for c in msg.cmsgs().unwrap() {
-        if let ControlMessageOwned::ScmRights(fds) = c {
-            // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
-            return unsafe { std::fs::File::from_raw_fd(fds[0]) };
-        }
-    }
-    panic!("no pty master on the console socket");
+    std::fs::File::from(common::accept_fd(l, "console socket"))
 }
 
 /// Everything the pty master gives until the slave side is gone (EIO).
