@@ -233,6 +233,13 @@ impl TestEnv {
         Bundle::busybox(&self.dir.path().join(name), args)
     }
 
+    /// Asserts that this env left nothing behind ([`Self::leftovers`]) and that no
+    /// process, mount or cgroup of container `id` remains ([`traces_of`]).
+    pub fn assert_no_trace(&self, id: &str) {
+        assert!(self.leftovers().is_empty(), "{:?}", self.leftovers());
+        assert!(traces_of(id).is_empty(), "{:?}", traces_of(id));
+    }
+
     /// Whether anything siloc made is still here: containers, records, this state
     /// root's ID pool entries.
     pub fn leftovers(&self) -> Vec<String> {

@@ -240,12 +240,7 @@ fn forced_delete_of_a_paused_container_is_prompt() {
         took < std::time::Duration::from_secs(5),
         "delete --force took {took:?}"
     );
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(
-        common::traces_of(&id).is_empty(),
-        "{:?}",
-        common::traces_of(&id)
-    );
+    env.assert_no_trace(&id);
 }
 
 #[test]
@@ -359,12 +354,7 @@ fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
     let trace = std::fs::read_to_string(&log).unwrap();
     // libcontainer's v1 cgroup manager read it once per controller (12).
     assert!(mountinfo_opens(&trace) <= 1, "{}", mountinfo_opens(&trace));
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(
-        common::traces_of(&id).is_empty(),
-        "{:?}",
-        common::traces_of(&id)
-    );
+    env.assert_no_trace(&id);
 }
 
 #[test]
@@ -529,12 +519,7 @@ fn a_container_without_a_mount_namespace_leaves_the_callers_mounts_alone() {
     for l in &seen {
         assert!(l.ends_with(" ro") || l.contains(" ro,"), "{l}\n{out}");
     }
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(
-        common::traces_of(&id).is_empty(),
-        "{:?}",
-        common::traces_of(&id)
-    );
+    env.assert_no_trace(&id);
 }
 
 /// The processes of container `id`'s cgroup (v1 `pids` hierarchy, or v2), by pid.

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{Bundle, Container, TestEnv, traces_of};
+use common::{Bundle, Container, TestEnv};
 use serde_json::json;
 
 /// A fixed pool, so the expected ranges are known: 8 ranges of 65536 from 400000.
@@ -223,8 +223,7 @@ fn a_bad_pool_table_fails_cleanly_naming_it() {
         std::fs::read_to_string(&table).unwrap(),
         "{\"entries\": [{\"root\""
     );
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
     // A container without a user namespace never reads the table.
     let plain = env.bundle("plain", &["true"]);
     let o = env.siloc(&["run", "--bundle", plain.path(), &env.id("plain")]);

@@ -87,8 +87,7 @@ fn duplicate_id_start_twice_and_delete_running() {
         "a refused delete leaves it running"
     );
     drop(c);
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
 
 #[test]
@@ -246,8 +245,7 @@ fn forced_delete_waits_for_a_create_in_progress() {
     // delete waited for create, then removed the container: nothing is left.
     // (It used to release the range under the create, which then still succeeded.)
     assert!(created.success(), "create: {created}");
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
 
 #[test]
@@ -276,8 +274,7 @@ fn forced_delete_clears_a_create_that_died_before_its_first_record() {
     let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
     assert!(ok, "create after the forced delete: {err}");
     env.ok(&["delete", "--force", &id]);
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
 
 #[test]
@@ -299,8 +296,7 @@ fn forced_delete_removes_a_container_whose_state_file_is_empty() {
     assert!(!ok, "state of an unreadable state.json: {err}");
     env.ok(&["delete", "--force", &id]);
     // the init (sleep) was killed through the cgroup, the range released
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
 
 /// `--root` naming a file, or a path below one, fails every command with the flag
@@ -381,8 +377,7 @@ fn joining_the_callers_mount_namespace_is_refused() {
         err.contains("linux.namespaces: mount namespace path /proc/self/ns/mnt is siloc's own"),
         "{err}"
     );
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
 
 /// A user-namespaced container whose bundle lies under a directory its host root

@@ -1,6 +1,6 @@
 //! `siloc update` under load: parallel updates keep every limit and the saved spec.
 
-use crate::common::{Container, TestEnv, traces_of};
+use crate::common::{Container, TestEnv};
 
 #[test]
 fn parallel_updates_keep_every_limit_and_the_saved_spec_whole() {
@@ -57,6 +57,5 @@ fn parallel_updates_keep_every_limit_and_the_saved_spec_whole() {
     let (code, _, err) = c.exec(&["true"]);
     assert_eq!(code, 0, "exec after the updates: {err}");
     drop(c);
-    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
-    assert!(traces_of(&id).is_empty(), "{:?}", traces_of(&id));
+    env.assert_no_trace(&id);
 }
