@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Progress of a run of `total` cells, each expected to take `cell_secs`.
+/// Progress of a run of `total` cells, `before` of them done by an earlier run that
+/// `--resume` continues, each expected to take `cell_secs`. Cells are numbered over
+/// the whole run, as the interrupt message counts them.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    before: usize,
     total: usize,
     cell_secs: f64,
     state: Mutex<State>,
@@ -22,10 +25,11 @@ struct State {
 }
 
 impl Progress {
-    /// A bar for `total` cells of about `cell_secs` seconds each.
-    pub fn new(total: usize, cell_secs: f64) -> Progress {
+    /// A bar for `total` cells of about `cell_secs` seconds each, `before` of them done.
+    pub fn new(before: usize, total: usize, cell_secs: f64) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = ProgressBar::new(total as u64);
+            b.set_position(before as u64);
             let style = ProgressStyle::with_template(
                 "{spinner} [{elapsed_precise}] [{bar:24}] {pos}/{len} {wide_msg}",
             )
@@ -37,6 +41,7 @@ impl Progress {
         });
         Progress {
             bar,
+            before,
             total,
             cell_secs,
             state: Mutex::new(State {
@@ -50,7 +55,7 @@ impl Progress {
     /// Time left: the expected time of the cells not done, scaled by how the finished
     /// ones compared with the expectation.
     fn left(&self, st: &State) -> Duration {
-        let remaining = self.total.saturating_sub(st.done) as f64;
+        let remaining = self.total.saturating_sub(self.before + st.done) as f64;
         let per_cell = if st.done > 0 {
             st.started.elapsed().as_secs_f64() / st.done as f64
         } else {
@@ -62,7 +67,7 @@ impl Progress {
     /// A new cell starts.
     pub fn cell(&self, label: &str) {
         if let Ok(mut st) = self.state.lock() {
-            st.cell = format!("cell {}/{} {label}", st.done + 1, self.total);
+            st.cell = format!("cell {}/{} {label}", self.before + st.done + 1, self.total);
         }
     }
 
@@ -128,5 +133,15 @@ mod tests {
         assert_eq!(human(Duration::from_secs(42)), "42s");
         assert_eq!(human(Duration::from_secs(320)), "5m20s");
         assert_eq!(human(Duration::from_secs(3720)), "1h02m");
+    }
+
+    #[test]
+    fn a_resumed_run_numbers_cells_over_the_whole_run() {
+        let p = Progress::new(1, 15, 10.0);
+        p.cell("siloc-policy");
+        let st = p.state.lock().unwrap();
+        assert_eq!(st.cell, "cell 2/15 siloc-policy");
+        // 14 cells left at 10 s each: the earlier run's cell is not counted again.
+        assert_eq!(p.left(&st), Duration::from_secs(140));
     }
 }

@@ -565,7 +565,7 @@ fn run_locked(
         }
     }
     let total = todo.len();
-    let progress = Progress::new(total, cell_estimate(s));
+    let progress = Progress::new(done.len(), done.len() + total, cell_estimate(s));
     if !done.is_empty() {
         progress.println(&format!(
             "resuming: {} cells done, {total} to go",
