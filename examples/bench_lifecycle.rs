@@ -9,7 +9,10 @@
 //!
 //! Runtimes take turns within each round so that load on the machine spreads over all
 //! of them. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
-//! the runtime process and the children it reaped (what `/usr/bin/time -v` reports).
+//! the runtime process and the children it reaped (what `/usr/bin/time -v` reports),
+//! and whose `ru_utime + ru_stime` is the CPU time of the same processes (`run` and
+//! `parallel` report it: on a saturated host wall time follows CPU time, and CPU time
+//! varies much less with the load than wall time does).
 //! A command that takes longer than `--timeout` counts as hung and is killed. Prints
 //! per-mode medians and siloc's ratio to each peer.
 
@@ -128,6 +131,13 @@ struct Runtime {
 impl Runtime {
     /// Runs one command; returns whether it succeeded and its ru_maxrss (KiB).
     fn cmd(&self, args: &[&str], dog: &Watchdog, timeout: Duration) -> (bool, i64) {
+        let (ok, rss, _) = self.cmd_cpu(args, dog, timeout);
+        (ok, rss)
+    }
+
+    /// As [`Runtime::cmd`], plus the CPU time (user + system) of the command and the
+    /// children it reaped.
+    fn cmd_cpu(&self, args: &[&str], dog: &Watchdog, timeout: Duration) -> (bool, i64, Duration) {
         let child = Command::new(&self.bin)
             .arg("--root")
             .arg(&self.root)
@@ -137,7 +147,7 @@ impl Runtime {
             .stderr(Stdio::null())
             .spawn();
         let Ok(child) = child else {
-            return (false, 0);
+            return (false, 0, Duration::ZERO);
         };
         let pid = child.id() as i32;
         dog.deadlines
@@ -168,7 +178,10 @@ impl Runtime {
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         drop(child);
         let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-        (ok, ru.ru_maxrss)
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        (ok, ru.ru_maxrss, tv(ru.ru_utime) + tv(ru.ru_stime))
     }
 
     fn lifecycle(&self, bundle: &Path, id: &str, pid_file: &Path, b: &Bench) -> Option<Sample> {
@@ -211,10 +224,10 @@ impl Runtime {
         })
     }
 
-    /// A foreground `run`; returns its time and ru_maxrss.
-    fn run_fg(&self, bundle: &Path, id: &str, b: &Bench) -> Option<(Duration, i64)> {
+    /// A foreground `run`; returns its time, ru_maxrss and CPU time.
+    fn run_fg(&self, bundle: &Path, id: &str, b: &Bench) -> Option<(Duration, i64, Duration)> {
         let t0 = Instant::now();
-        let (ok, rss) = self.cmd(
+        let (ok, rss, cpu) = self.cmd_cpu(
             &["run", "--bundle", bundle.to_str()?, id],
             &b.dog,
             b.timeout,
@@ -224,11 +237,11 @@ impl Runtime {
             let _ = self.cmd(&["delete", "--force", id], &b.dog, b.timeout);
             return None;
         }
-        Some((d, rss))
+        Some((d, rss, cpu))
     }
 
-    /// `runs` foreground runs, `jobs` at a time; returns the batch's wall time and
-    /// the number of failed runs.
+    /// `runs` foreground runs, `jobs` at a time; returns the batch's wall time, the
+    /// number of failed runs and the CPU time of all runs.
     fn batch(
         &self,
         bundle: &Path,
@@ -236,9 +249,10 @@ impl Runtime {
         runs: usize,
         jobs: usize,
         b: &Bench,
-    ) -> (Duration, usize) {
+    ) -> (Duration, usize, Duration) {
         let next = AtomicUsize::new(0);
         let failed = AtomicUsize::new(0);
+        let cpu_us = AtomicUsize::new(0);
         let t0 = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..jobs.max(1) {
@@ -248,14 +262,23 @@ impl Runtime {
                         if i >= runs {
                             break;
                         }
-                        if self.run_fg(bundle, &format!("{tag}-{i}"), b).is_none() {
-                            failed.fetch_add(1, Ordering::Relaxed);
+                        match self.run_fg(bundle, &format!("{tag}-{i}"), b) {
+                            Some((_, _, cpu)) => {
+                                cpu_us.fetch_add(cpu.as_micros() as usize, Ordering::Relaxed);
+                            }
+                            None => {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                 });
             }
         });
-        (t0.elapsed(), failed.into_inner())
+        (
+            t0.elapsed(),
+            failed.into_inner(),
+            Duration::from_micros(cpu_us.into_inner() as u64),
+        )
     }
 }
 
@@ -373,6 +396,7 @@ fn bench_lifecycle(args: &Args, rts: &[Runtime], bundle: &Path, work: &Path, b: 
 fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut rss: Vec<Vec<i64>> = vec![Vec::new(); rts.len()];
+    let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut failures = vec![0usize; rts.len()];
     for r in rts {
         let _ = r.run_fg(bundle, &format!("warm-run-{}", r.name), b);
@@ -381,9 +405,10 @@ fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     for i in 0..args.n {
         for (k, r) in rts.iter().enumerate() {
             match r.run_fg(bundle, &format!("run-{}-{i}", r.name), b) {
-                Some((d, m)) => {
+                Some((d, m, c)) => {
                     times[k].push(d);
                     rss[k].push(m);
+                    cpus[k].push(c);
                 }
                 None => failures[k] += 1,
             }
@@ -393,38 +418,43 @@ fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
         }
     }
     println!(
-        "\nforeground run of `true` (n={})\n{:<8} {:>10} {:>10} {:>10} {:>8}",
-        args.n, "runtime", "median ms", "p90 ms", "RSS MiB", "failed"
+        "\nforeground run of `true` (n={})\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        args.n, "runtime", "median ms", "p90 ms", "CPU ms", "RSS MiB", "failed"
     );
     let mut med = Vec::new();
     let mut mrss = Vec::new();
+    let mut mcpu = Vec::new();
     for (k, r) in rts.iter().enumerate() {
         let mut t = times[k].clone();
         t.sort();
         let p90 = t.get(t.len() * 9 / 10).copied().unwrap_or_default();
         med.push(ms(median(t)));
         mrss.push(mib(median(rss[k].clone())));
+        mcpu.push(ms(median(cpus[k].clone())));
         println!(
-            "{:<8} {:>10.2} {:>10.2} {:>10.1} {:>8}",
+            "{:<8} {:>10.2} {:>10.2} {:>10.2} {:>10.1} {:>8}",
             r.name,
             med[k],
             ms(p90),
+            mcpu[k],
             mrss[k],
             failures[k]
         );
     }
     let names: Vec<&str> = rts.iter().map(|r| r.name.as_str()).collect();
     ratios("run median", &names, &med, "ms");
+    ratios("run CPU median", &names, &mcpu, "ms");
     ratios("run peak RSS median", &names, &mrss, "MiB");
 }
 
 fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     let batches = args.batches.unwrap_or((args.n / 20).max(3));
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
+    let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut failures = vec![0usize; rts.len()];
     for i in 0..batches {
         for (k, r) in rts.iter().enumerate() {
-            let (d, f) = r.batch(
+            let (d, f, c) = r.batch(
                 bundle,
                 &format!("par-{}-{i}", r.name),
                 args.runs,
@@ -432,24 +462,28 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
                 b,
             );
             times[k].push(d);
+            cpus[k].push(c);
             failures[k] += f;
         }
         eprintln!("  parallel {}/{batches} batches", i + 1);
     }
     println!(
-        "\n{} foreground runs, {} at a time ({batches} batches)\n{:<8} {:>10} {:>10} {:>10} {:>8}",
-        args.runs, args.jobs, "runtime", "median ms", "min ms", "max ms", "failed"
+        "\n{} foreground runs, {} at a time ({batches} batches)\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        args.runs, args.jobs, "runtime", "median ms", "min ms", "max ms", "CPU ms", "failed"
     );
     let mut med = Vec::new();
+    let mut mcpu = Vec::new();
     for (k, r) in rts.iter().enumerate() {
         let t = &times[k];
         med.push(ms(median(t.clone())));
+        mcpu.push(ms(median(cpus[k].clone())));
         println!(
-            "{:<8} {:>10.1} {:>10.1} {:>10.1} {:>8}",
+            "{:<8} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8}",
             r.name,
             med[k],
             ms(t.iter().min().copied().unwrap_or_default()),
             ms(t.iter().max().copied().unwrap_or_default()),
+            mcpu[k],
             failures[k]
         );
     }
@@ -458,6 +492,12 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
         &format!("{} runs {} at a time, median batch", args.runs, args.jobs),
         &names,
         &med,
+        "ms",
+    );
+    ratios(
+        &format!("{} runs {} at a time, CPU per batch", args.runs, args.jobs),
+        &names,
+        &mcpu,
         "ms",
     );
 }

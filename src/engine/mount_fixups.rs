@@ -153,15 +153,24 @@ pub fn apply(
         );
         return Ok(());
     }
+    // The container's mount table, read once: for its cgroup v1 hierarchies, and for
+    // the mounts made for it when it shares siloc's mount namespace.
+    let ns = mount_guard::ns_of(pid).map_err(io)?;
+    let info = if needs_cgroups || baseline.shared(ns) {
+        std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).map_err(io)?
+    } else {
+        String::new()
+    };
     if needs_cgroups {
-        let mounts = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(io)?;
-        todo.extend(cgroup_v1_read_only(spec, &mounts));
+        todo.extend(cgroup_v1_read_only(
+            spec,
+            &crate::sys::mountinfo::parse(&info),
+        ));
     }
     if todo.is_empty() {
         return Ok(());
     }
-    let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).map_err(io)?;
-    let allowed = baseline.allowed(mount_guard::ns_of(pid).map_err(io)?, &info);
+    let allowed = baseline.allowed(ns, &info);
     let paths: Vec<std::ffi::CString> = todo
         .iter()
         .map(|(d, _, _)| std::ffi::CString::new(d.as_str()).unwrap_or_default())

@@ -122,35 +122,50 @@ pub fn isolate(spec: &Spec) -> Result<(), MountGuardError> {
 pub struct Baseline {
     /// (device, inode) of /proc/self/ns/mnt.
     pub ns: (u64, u64),
-    /// Mount IDs (proc(5) mountinfo field 1) present then.
-    pub ids: HashSet<u64>,
+    /// Mount IDs (proc(5) mountinfo field 1) present then; `None` when they were not
+    /// read because the container gets a mount namespace of its own.
+    pub ids: Option<HashSet<u64>>,
 }
 
 impl Baseline {
-    /// Reads /proc/self/ns/mnt and /proc/self/mountinfo.
+    /// Reads /proc/self/ns/mnt, and /proc/self/mountinfo only for a spec without a
+    /// mount namespace (the one case where the container shares siloc's and
+    /// [`Baseline::allowed`] needs the list): a `create` with its own mount namespace,
+    /// the usual case, skips that read of the host's mount table.
     /// Errors: [`MountGuardError::Sys`] naming the file.
-    pub fn capture() -> Result<Baseline, MountGuardError> {
+    pub fn capture(spec: &Spec) -> Result<Baseline, MountGuardError> {
         let sys = |step| move |source| MountGuardError::Sys { step, source };
         let ns = ns_id(Path::new("/proc/self/ns/mnt")).map_err(sys("/proc/self/ns/mnt"))?;
-        let info =
-            std::fs::read_to_string("/proc/self/mountinfo").map_err(sys("/proc/self/mountinfo"))?;
-        Ok(Baseline {
-            ns,
-            ids: mount_ids(&info).collect(),
-        })
+        let ids = if spec_mount_ns(spec) == SpecMountNs::None {
+            let info = std::fs::read_to_string("/proc/self/mountinfo")
+                .map_err(sys("/proc/self/mountinfo"))?;
+            Some(mount_ids(&info).collect())
+        } else {
+            None
+        };
+        Ok(Baseline { ns, ids })
+    }
+
+    /// Whether the process whose mount namespace is `ns` shares siloc's: only then
+    /// are the fix-ups limited to [`Baseline::allowed`] mounts.
+    pub fn shared(&self, ns: (u64, u64)) -> bool {
+        ns == self.ns
     }
 
     /// The mounts the fix-ups may change for the process whose mount namespace is
     /// `ns` and whose mountinfo is `mountinfo`: `None` (any) when that is a namespace
     /// of its own; otherwise the IDs in `mountinfo` that were not in the baseline
-    /// (made during this create).
+    /// (made during this create), none at all when the baseline has no list.
     pub fn allowed(&self, ns: (u64, u64), mountinfo: &str) -> Option<HashSet<u64>> {
-        if ns != self.ns {
+        if !self.shared(ns) {
             return None;
         }
+        let Some(ids) = &self.ids else {
+            return Some(HashSet::new());
+        };
         Some(
             mount_ids(mountinfo)
-                .filter(|id| !self.ids.contains(id))
+                .filter(|id| !ids.contains(id))
                 .collect(),
         )
     }
@@ -222,7 +237,7 @@ mod tests {
     fn in_a_shared_namespace_only_new_mounts_are_allowed() {
         let b = Baseline {
             ns: (1, 2),
-            ids: [20, 21, 22].into_iter().collect(),
+            ids: Some([20, 21, 22].into_iter().collect()),
         };
         let info = "20 1 0:1 / / rw - ext4 x rw\n\
                     22 20 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n\
@@ -230,5 +245,22 @@ mod tests {
         let got = b.allowed((1, 2), info).unwrap();
         assert_eq!(got, [90].into_iter().collect());
         assert_eq!(b.allowed((1, 3), info), None);
+        // Without a list (the spec had a mount namespace of its own), a shared
+        // namespace allows nothing rather than everything.
+        let unlisted = Baseline {
+            ns: (1, 2),
+            ids: None,
+        };
+        assert_eq!(unlisted.allowed((1, 2), info), Some(HashSet::new()));
+        assert_eq!(unlisted.allowed((1, 3), info), None);
+    }
+
+    #[test]
+    fn the_host_mount_table_is_read_only_for_a_spec_without_a_mount_namespace() {
+        let own = Baseline::capture(&spec(r#"[{"type":"pid"},{"type":"mount"}]"#)).unwrap();
+        assert!(own.ids.is_none());
+        let shared = Baseline::capture(&spec(r#"[{"type":"pid"}]"#)).unwrap();
+        assert!(shared.ids.is_some_and(|ids| !ids.is_empty()));
+        assert_eq!(own.ns, shared.ns);
     }
 }

@@ -208,7 +208,7 @@ fn create_prepared(
     let builder = engine::init_builder(&rt.root, &req.id, &req.init)?;
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
-    let baseline = crate::engine::mount_guard::Baseline::capture()?;
+    let baseline = crate::engine::mount_guard::Baseline::capture(&spec)?;
     test_hooks::crash_point("before-libcontainer");
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(staging);
