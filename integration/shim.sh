@@ -352,6 +352,22 @@ c_bad_input() {
   leftovers "$T/mounts.before"
 }
 
+# A container whose siloc state went away behind the shim (what a `siloc delete` that
+# removed the state and then failed on the ID pool table leaves): the kill containerd
+# retries says "container does not exist", which the shim reports as NotFound, as the
+# runc shim does, so StopPodSandbox finishes instead of retrying the kill forever.
+c_state_gone() {
+  local pod cid rc=0
+  pod=$(cri runp gone siloc)
+  cid=$(cri create "$pod" gone app "$BB" '["sleep","1000"]')
+  cri start "$cid"
+  "$SILOC" --root "$SROOT/k8s.io" delete --force "$cid"
+  timeout 60 /usr/bin/python3 "$E2E_LIB/cri.py" "$SOCK" stopp "$pod" || rc=$?
+  expect_eq "$rc" 0 "StopPodSandbox of a pod whose container's state is gone"
+  cri rmp "$pod"
+  leftovers "$T/mounts.before"
+}
+
 # The runc shim with BinaryName = siloc: root.path is already the snapshotter's
 # overlay. With io.siloc.userns=auto siloc refuses at once and names the shim;
 # a plain pod keeps working.
@@ -384,6 +400,7 @@ run_suite() {
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false (userns_options)" c_host_users_false
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false, a volume's idmapped bind mount" c_volume_idmap
   case_if "containerd $CVER shim: failed create, missing siloc, killed shim" c_bad_input
+  case_if "containerd $CVER shim: a container's state gone behind the shim, the pod stops" c_state_gone
   case_if "containerd $CVER runc shim + BinaryName: userns pod refused, plain pod runs" c_binary_name
   cleanup_all
 }

@@ -43,6 +43,18 @@ pub(crate) const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
 /// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N latency=µs spec=…` (`-`: none).
 pub(crate) const OUT_IO_POLICY: &str = "io.siloc.io.policy";
 
+/// Every annotation siloc writes as a report. A bundle's own value of one is never
+/// kept (`lifecycle::final_spec` removes it): `siloc state` then shows only what siloc
+/// did, and containerd-shim-siloc-v2, which reads a sandbox's `io.siloc.userns.range`
+/// to put the pod's app containers into its user namespace, cannot be handed a range
+/// by a pod annotation (`pod_annotations = ["io.siloc.*"]` passes them through).
+pub(crate) const OUTPUTS: [&str; 4] = [
+    OUT_USERNS_RANGE,
+    OUT_ROOTFS,
+    OUT_NUMA_DECISION,
+    OUT_IO_POLICY,
+];
+
 /// A bad `io.siloc.*` annotation or host default; names the annotation. Each feature's
 /// `plan` returns it, so the message reads `annotation io.siloc.numa: ...`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

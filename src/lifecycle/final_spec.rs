@@ -95,8 +95,19 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     if in_userns && !own_netns {
         sysfs_as_bind(&mut spec).map_err(se)?;
     }
-    if !notes.is_empty() {
+    // A report annotation the bundle brought is not siloc's report (annotations.rs,
+    // OUTPUTS): dropped, whether siloc writes its own or not.
+    let forged = spec
+        .annotations()
+        .as_ref()
+        .is_some_and(|a| ann::OUTPUTS.iter().any(|k| a.contains_key(*k)));
+    if !notes.is_empty() || forged {
         let mut a = spec.annotations().clone().unwrap_or_default();
+        for k in ann::OUTPUTS {
+            if let Some(v) = a.remove(k) {
+                tracing::warn!(target: "siloc", "annotation {k}={v:?} of the bundle dropped: siloc writes it");
+            }
+        }
         for (k, v) in notes {
             a.insert(k.to_string(), v);
         }

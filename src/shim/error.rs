@@ -47,6 +47,33 @@ pub enum ShimError {
     Precondition(String),
 }
 
+/// The error of a failed `siloc kill` as containerd's runc shim words it
+/// (`checkKillError`, containerd pkg/process/utils.go): a container that no longer
+/// exists, or whose processes are gone ("does not exist", "container not running",
+/// "no such process", "process already finished"), is [`ShimError::NotFound`], which
+/// containerd takes as "already stopped" and goes on to delete the task. Any other
+/// error is kept. Without this, a pod whose container's state went away behind the
+/// shim (a `siloc delete` that removed the state and then failed) never stops:
+/// containerd retries the kill forever.
+pub fn kill_error(e: ShimError) -> ShimError {
+    match &e {
+        ShimError::Siloc { msg, .. } => {
+            let m = msg.to_ascii_lowercase();
+            if m.contains("does not exist") {
+                ShimError::NotFound(format!("no such container: {msg}"))
+            } else if m.contains("container not running")
+                || m.contains("no such process")
+                || m.contains("process already finished")
+            {
+                ShimError::NotFound(format!("process already finished: {msg}"))
+            } else {
+                e
+            }
+        }
+        _ => e,
+    }
+}
+
 /// `path`-naming io error constructor.
 pub fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ShimError {
     let path = path.into();
@@ -75,3 +102,38 @@ impl From<ShimError> for containerd_shim::Error {
 }
 
 pub type Result<T> = std::result::Result<T, ShimError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn siloc_err(msg: &str) -> ShimError {
+        ShimError::Siloc {
+            cmd: "kill".into(),
+            status: 1,
+            msg: msg.into(),
+        }
+    }
+
+    #[test]
+    fn kill_of_a_gone_container_is_not_found_as_for_runc() {
+        for msg in [
+            "container does not exist",
+            "container not running",
+            "ESRCH: No such process",
+        ] {
+            assert!(
+                matches!(kill_error(siloc_err(msg)), ShimError::NotFound(m) if m.contains(msg)),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_kill_errors_are_kept() {
+        let e = kill_error(siloc_err("invalid signal: 99"));
+        assert!(matches!(e, ShimError::Siloc { ref msg, .. } if msg == "invalid signal: 99"));
+        let e = kill_error(ShimError::Invalid("x".into()));
+        assert!(matches!(e, ShimError::Invalid(_)));
+    }
+}

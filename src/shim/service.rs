@@ -801,7 +801,7 @@ impl containerd_shim::Task for Service {
                 a.push("--all".into());
             }
             a.extend([id.into(), req.signal.to_string().into()]);
-            siloc.run(&a, None)?;
+            siloc.run(&a, None).map_err(crate::error::kill_error)?;
         } else {
             let sig = nix::sys::signal::Signal::try_from(req.signal as i32)
                 .map_err(|e| ShimError::Invalid(format!("signal {}: {e}", req.signal)))?;

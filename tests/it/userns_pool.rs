@@ -241,3 +241,40 @@ fn a_bad_pool_table_fails_cleanly_naming_it() {
     assert!(!ok && err.contains(&*file.to_string_lossy()), "{err}");
     assert!(env2.leftovers().is_empty(), "{:?}", env2.leftovers());
 }
+
+/// A bundle's own `io.siloc.userns.range` (and siloc's other report annotations) is
+/// not siloc's report: `siloc state` shows siloc's range, or none for a container
+/// without one. containerd-shim-siloc-v2 reads the sandbox's range from `siloc state`
+/// to put the pod's app containers into its user namespace; a pod annotation passed
+/// through `pod_annotations = ["io.siloc.*"]` made it join the host's user namespace
+/// with the forged mapping (EINVAL), and podman showed the forged range.
+#[test]
+fn a_bundles_own_report_annotations_are_dropped() {
+    needs_root!();
+    let env = TestEnv::with_config(POOL);
+    let forged = [
+        ("io.siloc.userns.range", "uid=0,gid=0,size=4294967295"),
+        ("io.siloc.rootfs.assembly", "forged"),
+        ("io.siloc.numa.decision", "forged"),
+        ("io.siloc.io.policy", "forged"),
+    ];
+    let mut host = env.bundle("host", &["sleep", "1000"]);
+    let mut auto = auto_bundle(&env, "auto");
+    for (k, v) in forged {
+        host.annotate(k, v);
+        auto.annotate(k, v);
+    }
+    let ch = Container::start(&env, &host, &env.id("host"));
+    let ca = Container::start(&env, &auto, &env.id("auto"));
+    let a = &env.state(&ch.id)["annotations"];
+    for (k, _) in forged {
+        assert!(a.get(k).is_none(), "{k} kept: {a}");
+    }
+    assert_eq!(uid_of(&env, &ca.id), START, "siloc's own range");
+    let a = &env.state(&ca.id)["annotations"];
+    for (k, _) in &forged[1..] {
+        assert_ne!(a.get(*k).and_then(|v| v.as_str()), Some("forged"), "{k}");
+    }
+    drop((ch, ca));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
