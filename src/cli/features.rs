@@ -58,7 +58,8 @@ pub(crate) fn document() -> serde_json::Value {
 /// (README "runc compatibility"): named hook failures and createContainer hooks in
 /// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
 /// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
-/// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang.
+/// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
+/// mount semantics (mount_compat).
 pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
@@ -67,6 +68,13 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "update.cpu-burst",
     "delete.v1-sub-cgroups",
     "create.frozen-cgroup-refused",
+    "mounts.bind-cleared-flags",
+    "mounts.dev-read-only",
+    "mounts.tmpfs-mode-of-covered-dir",
+    "mounts.tmpcopyup",
+    "mounts.destination-symlinks-in-rootfs",
+    "mounts.proc-not-on-symlink",
+    "mounts.masked-paths-once-shared-tmpfs",
 ];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
@@ -117,6 +125,8 @@ fn mount_options() -> Vec<String> {
     v.extend([
         crate::engine::idmapped_mounts::IDMAP.to_string(),
         crate::engine::idmapped_mounts::RIDMAP.to_string(),
+        // runc's extension, done by engine::mount_compat
+        "tmpcopyup".to_string(),
     ]);
     v
 }

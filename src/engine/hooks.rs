@@ -22,8 +22,9 @@
 //! write it too), and a file in siloc's record for poststart (`start` runs those, as
 //! host root). startContainer hooks are left to libcontainer (it already gives them
 //! the process's environment): they run after pivot_root, where siloc's binary cannot
-//! be executed (its `/proc/self/exe` is a detached mount, and execve(2) through that
-//! link fails with ENOENT in the container's mount namespace), so their failure keeps
+//! be executed (execve(2) of `/proc/self/exe`, or of a memfd copy, fails with ENOENT:
+//! siloc is dynamically linked, and its ELF interpreter `/lib64/ld-linux-x86-64.so.2`
+//! and libraries are looked up in the container's root), so their failure keeps
 //! libcontainer's words. poststop hooks are left alone too (runc only warns about
 //! them). Delete this module when libcontainer reports hooks as runc does.
 

@@ -9,6 +9,7 @@ pub mod frozen_cgroup;
 pub mod hooks;
 pub mod idmapped_mounts;
 pub mod io_weight;
+pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
 pub mod procname;

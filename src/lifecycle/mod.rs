@@ -36,6 +36,8 @@ pub enum LifecycleError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
+    MountCompat(#[from] crate::engine::mount_compat::MountCompatError),
+    #[error(transparent)]
     MountFixup(#[from] crate::engine::mount_fixups::MountFixupError),
     #[error(transparent)]
     Cwd(#[from] crate::engine::cwd::CwdError),
@@ -165,6 +167,9 @@ fn create_prepared(
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    // runc's mount semantics libcontainer 0.7 lacks (engine::mount_compat): spec edits
+    // now, the rest inside the container once libcontainer has built it.
+    let mount_plan = crate::engine::mount_compat::prepare(&mut spec, &rec.rootfs, bundle)?;
     // libcontainer would hang in a frozen cgroup (engine::frozen_cgroup).
     if let (false, Some(cg)) = (
         rt.systemd,
@@ -222,6 +227,12 @@ fn create_prepared(
         (built, _) => built?,
     };
     test_hooks::crash_point("after-libcontainer");
+    if let Some(pid) = c.pid()
+        && let Err(e) = crate::engine::mount_compat::apply(&mount_plan, pid)
+    {
+        let _ = c.delete(true);
+        return Err(e.into());
+    }
     if let Some(pid) = c.pid()
         && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid, &baseline)
     {

@@ -17,6 +17,7 @@ mod idmapped_mounts;
 mod image;
 mod iopolicy;
 mod lifecycle;
+mod mount_semantics;
 mod mounted_overlay;
 mod numa;
 mod rootfs_legacy;

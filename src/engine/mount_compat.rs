@@ -1,0 +1,792 @@
+//! runc's mount semantics where libcontainer 0.7 differs (runc 1.1.5 checked on the
+//! same bundles, runc 1.2 where it says so). Two halves: [`prepare`] edits the spec
+//! libcontainer gets, before it builds the container, and [`apply`] finishes inside
+//! the container's own mount namespace after it has built it, before its process
+//! starts (a short-lived helper that joins that mount namespace and the container's
+//! root, as [`super::mount_fixups`] does).
+//!
+//! [`prepare`] (pure spec edits, reads the rootfs only):
+//!
+//! - `proc` and `sysfs` on a destination that exists and is not a directory (a
+//!   symlink) are refused with runc's words, `error mounting "proc" to rootfs at
+//!   "/proc": filesystem "proc" must be mounted on ordinary directory` (runc's
+//!   mountToRootfs; libcontainer says so too, but siloc's caller only saw "failed to
+//!   prepare rootfs").
+//! - A destination through a symlink (also a dangling one) is resolved inside the
+//!   rootfs, as runc's securejoin does: `/dl -> /nonexistent/dir` mounts at
+//!   `/nonexistent/dir`, made if missing. libcontainer fails with "failed to prepare
+//!   rootfs". Resolved against the rootfs before any spec mount exists: a symlink
+//!   that only an earlier spec mount provides is not followed.
+//! - A `tmpfs` without `mode=` over an existing directory gets that directory's mode
+//!   (runc: `mode=%04o` from stat(2) of the destination); libcontainer leaves tmpfs's
+//!   default 1777.
+//! - `tmpcopyup` (runc's extension) is taken out of the options libcontainer sees (it
+//!   refuses it) and done by [`apply`].
+//! - duplicate `maskedPaths` are dropped (runc 1.2), and, in a container with its own
+//!   mount namespace, all masking moves to [`apply`] (below).
+//!
+//! [`apply`] (in the container's mount namespace, in this order):
+//!
+//! 1. `tmpcopyup`: the directory the tmpfs covers is copied into it (directories,
+//!    files, symlinks, device nodes and fifos, with their modes and owners). The
+//!    covered directory is read through a non-recursive `open_tree(OPEN_TREE_CLONE)`
+//!    of the mount that holds it (the parent's), where nothing covers it.
+//! 2. bind mounts: the cleared flags among the options (`rw`, `suid`, `dev`, `exec`,
+//!    `atime`, `diratime`; the last of `ro`/`rw` etc. wins) are cleared with
+//!    mount_setattr(2). libcontainer 0.7 only ever sets flags, so a bind of a `nosuid`
+//!    or read-only source kept them. In a container with a user namespace, the
+//!    flags the source has (statvfs(2)) are kept: the kernel locks them in a less
+//!    privileged mount namespace (mount_namespaces(7), "MNT_LOCK_*"), and runc keeps
+//!    them too (runc 1.2's source statfs check).
+//! 3. masked paths: a file gets a bind of the container's `/dev/null` (checked to be
+//!    the 1:3 character device), every directory one read-only tmpfs, shared by bind
+//!    mounts (runc 1.2; libcontainer mounts one tmpfs per directory). A missing path
+//!    is skipped.
+//! 4. a `/dev` mount with `ro` is made read-only last (runc's finalizeRootfs);
+//!    libcontainer drops `ro` from `/dev` to make the device nodes and never restores
+//!    it.
+//!
+//! In a container without its own mount namespace (or one joined by path), [`apply`]
+//! changes nothing and libcontainer masks as before (deduplicated).
+//!
+//! Delete this module when libcontainer applies cleared bind flags, a read-only /dev,
+//! tmpfs modes, tmpcopyup and in-root symlink resolution as runc does.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::sched::{CloneFlags, setns};
+use nix::unistd::Pid;
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+/// Errors of the mount semantics; each names the mount (by destination) or path.
+#[derive(Debug, thiserror::Error)]
+pub enum MountCompatError {
+    /// runc's text (mountToRootfs), wrapped as runc's init error reaches its caller.
+    #[error(
+        "unable to start container process: error during container init: error mounting \
+         {src:?} to rootfs at {destination:?}: filesystem {typ:?} must be mounted on \
+         ordinary directory"
+    )]
+    NotDirectory {
+        src: String,
+        destination: String,
+        typ: String,
+    },
+    #[error("mounts: {destination}: {step}: {errno}")]
+    Apply {
+        destination: String,
+        step: &'static str,
+        errno: nix::Error,
+    },
+    #[error("maskedPaths: {path}: {step}: {errno}")]
+    Mask {
+        path: String,
+        step: &'static str,
+        errno: nix::Error,
+    },
+    #[error("mounts: {0}")]
+    Sys(nix::Error),
+}
+
+/// `MOUNT_ATTR_*` of `<linux/mount.h>`.
+const ATTR_RDONLY: u64 = 0x1;
+const ATTR_NOSUID: u64 = 0x2;
+const ATTR_NODEV: u64 = 0x4;
+const ATTR_NOEXEC: u64 = 0x8;
+const ATTR_ATIME_MASK: u64 = 0x70;
+const ATTR_NODIRATIME: u64 = 0x80;
+
+/// One bind mount whose cleared flags [`apply`] clears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClearFlags {
+    /// The destination, resolved in the rootfs.
+    pub destination: String,
+    /// `MOUNT_ATTR_*` bits to clear.
+    pub clear: u64,
+    /// `atime`: the atime mode becomes `relatime` (the kernel's default).
+    pub atime: bool,
+}
+
+/// What [`apply`] does for one container (empty: nothing, and no helper is forked).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Destinations of `tmpcopyup` tmpfs mounts, in mount order.
+    pub tmpcopyup: Vec<String>,
+    /// Bind mounts with cleared flags.
+    pub clear: Vec<ClearFlags>,
+    /// Masked paths taken over from libcontainer (deduplicated, in spec order).
+    pub masks: Vec<String>,
+    /// A `/dev` mount with `ro`.
+    pub dev_read_only: bool,
+}
+
+impl Plan {
+    fn is_empty(&self) -> bool {
+        *self == Plan::default()
+    }
+}
+
+/// Resolves `path` (absolute or relative to `/`) inside `rootfs` as runc's securejoin
+/// does: each symlink is followed with `rootfs` as `/`, `..` stops at `/`, a missing
+/// component ends resolution (the rest is kept as written). Below any of `covered`
+/// (earlier mounts' destinations: what the rootfs has there is hidden by then, e.g.
+/// a Debian image's `/dev/shm -> /run/shm` under the `/dev` tmpfs) nothing is
+/// resolved either. Returns the resolved container path (absolute, cleaned). More
+/// than 255 links: the path as written.
+pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[PathBuf]) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    // A stack of pending components (reversed), refilled by symlink targets.
+    let mut pending: Vec<std::ffi::OsString> = Vec::new();
+    let push = |p: &Path, pending: &mut Vec<std::ffi::OsString>| {
+        let comps: Vec<_> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        pending.extend(comps.into_iter().rev());
+    };
+    push(path, &mut pending);
+    let mut missing = false;
+    while let Some(c) = pending.pop() {
+        if c == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&c);
+        if !missing && is_covered(&out, covered) {
+            missing = true;
+        }
+        if missing {
+            out = next;
+            continue;
+        }
+        let host = rootfs.join(next.strip_prefix("/").unwrap_or(&next));
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 255 {
+                    return crate::sys::paths::clean(path);
+                }
+                let Ok(target) = std::fs::read_link(&host) else {
+                    out = next;
+                    continue;
+                };
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                push(&target, &mut pending);
+            }
+            Ok(_) => out = next,
+            Err(_) => {
+                missing = true;
+                out = next;
+            }
+        }
+    }
+    out
+}
+
+/// Whether `p` is at or below one of `covered`.
+fn is_covered(p: &Path, covered: &[PathBuf]) -> bool {
+    covered.iter().any(|c| p.starts_with(c))
+}
+
+fn has_option(opts: &[String], name: &str) -> bool {
+    opts.iter().any(|o| o == name)
+}
+
+/// The last of `set`/`clear` among `opts`: `Some(true)` when `set` came last.
+fn last_of(opts: &[String], set: &str, clear: &str) -> Option<bool> {
+    opts.iter().rev().find_map(|o| {
+        if o == set {
+            Some(true)
+        } else if o == clear {
+            Some(false)
+        } else {
+            None
+        }
+    })
+}
+
+/// The `MOUNT_ATTR_*` bits of a bind mount's options that end cleared (`rw`, `suid`,
+/// `dev`, `exec`, `diratime` last among their pair), and whether `atime` asks the
+/// atime mode back to relatime (no `noatime`, `strictatime` or `relatime` after it).
+pub fn cleared_flags(opts: &[String]) -> (u64, bool) {
+    let mut clear = 0;
+    for (set, unset, bit) in [
+        ("ro", "rw", ATTR_RDONLY),
+        ("nosuid", "suid", ATTR_NOSUID),
+        ("nodev", "dev", ATTR_NODEV),
+        ("noexec", "exec", ATTR_NOEXEC),
+        ("nodiratime", "diratime", ATTR_NODIRATIME),
+    ] {
+        if last_of(opts, set, unset) == Some(false) {
+            clear |= bit;
+        }
+    }
+    let atime = opts
+        .iter()
+        .rev()
+        .find(|o| matches!(o.as_str(), "atime" | "noatime" | "strictatime" | "relatime"))
+        .is_some_and(|o| o == "atime");
+    (clear, atime)
+}
+
+/// The `MOUNT_ATTR_*` bits a source mount has (statvfs(2) `f_flag`); `None` when it
+/// cannot be read.
+fn source_flags(source: &Path) -> Option<(u64, bool)> {
+    let s = nix::sys::statvfs::statvfs(source).ok()?;
+    use nix::sys::statvfs::FsFlags;
+    let f = s.flags();
+    let mut bits = 0;
+    for (flag, bit) in [
+        (FsFlags::ST_RDONLY, ATTR_RDONLY),
+        (FsFlags::ST_NOSUID, ATTR_NOSUID),
+        (FsFlags::ST_NODEV, ATTR_NODEV),
+        (FsFlags::ST_NOEXEC, ATTR_NOEXEC),
+        (FsFlags::ST_NODIRATIME, ATTR_NODIRATIME),
+    ] {
+        if f.contains(flag) {
+            bits |= bit;
+        }
+    }
+    Some((bits, f.contains(FsFlags::ST_NOATIME)))
+}
+
+fn is_bind(m: &oci_spec::runtime::Mount) -> bool {
+    m.typ().as_deref() == Some("bind")
+        || m.options()
+            .iter()
+            .flatten()
+            .any(|o| o == "bind" || o == "rbind")
+}
+
+fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
+    spec.linux()
+        .as_ref()
+        .is_some_and(|l| l.namespaces().iter().flatten().any(|n| n.typ() == typ))
+}
+
+/// Edits `spec` (the final spec, `rootfs` its assembled root) as the module doc says
+/// and returns what [`apply`] must do once the container exists. `bundle` is where
+/// relative bind sources resolve.
+///
+/// Errors: [`MountCompatError::NotDirectory`] for `proc`/`sysfs` on a destination
+/// that is not a directory.
+pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, MountCompatError> {
+    let own_mount_ns = matches!(
+        super::mount_guard::spec_mount_ns(spec),
+        super::mount_guard::SpecMountNs::New
+    );
+    let userns = has_namespace(spec, LinuxNamespaceType::User);
+    let mut plan = Plan::default();
+    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    // Destinations of the mounts so far: the rootfs is hidden below them.
+    let mut covered: Vec<PathBuf> = Vec::new();
+    for m in mounts.iter_mut() {
+        let written = m.destination().clone();
+        let lexical = crate::sys::paths::clean(&Path::new("/").join(&written));
+        let typ = m.typ().clone().unwrap_or_default();
+        let mut opts = m.options().clone().unwrap_or_default();
+        if typ == "proc" || typ == "sysfs" {
+            let host = rootfs.join(lexical.strip_prefix("/").unwrap_or(&lexical));
+            if std::fs::symlink_metadata(&host).is_ok_and(|md| !md.is_dir()) {
+                return Err(MountCompatError::NotDirectory {
+                    src: m
+                        .source()
+                        .as_ref()
+                        .map(|s| s.display().to_string())
+                        .unwrap_or_default(),
+                    destination: written.display().to_string(),
+                    typ,
+                });
+            }
+            covered.push(lexical);
+            continue;
+        }
+        let resolved = resolve_in_root(rootfs, &lexical, &covered);
+        let under_earlier = resolved.parent().is_some_and(|p| is_covered(p, &covered));
+        covered.push(resolved.clone());
+        if resolved != lexical {
+            tracing::debug!(from = %written.display(), to = %resolved.display(),
+                "mount destination resolved through a symlink in the rootfs");
+            m.set_destination(resolved.clone());
+        }
+        let dest = resolved.display().to_string();
+        let host_dest = rootfs.join(resolved.strip_prefix("/").unwrap_or(&resolved));
+        if typ == "tmpfs" {
+            if !opts.iter().any(|o| o.starts_with("mode="))
+                && !under_earlier
+                && let Ok(md) = std::fs::metadata(&host_dest)
+                && md.is_dir()
+            {
+                opts.push(format!("mode={:04o}", md.permissions().mode() & 0o7777));
+            }
+            if has_option(&opts, "tmpcopyup") {
+                opts.retain(|o| o != "tmpcopyup");
+                if own_mount_ns {
+                    plan.tmpcopyup.push(dest.clone());
+                }
+            }
+            m.set_options(Some(opts.clone()));
+        }
+        if is_bind(m) && own_mount_ns {
+            let (mut clear, mut atime) = cleared_flags(&opts);
+            if userns && (clear != 0 || atime) {
+                let src = m
+                    .source()
+                    .as_ref()
+                    .map(|s| bundle.join(s))
+                    .unwrap_or_default();
+                match source_flags(&src) {
+                    Some((has, noatime)) => {
+                        clear &= !has;
+                        atime &= !noatime;
+                    }
+                    None => {
+                        clear = 0;
+                        atime = false;
+                    }
+                }
+            }
+            if clear != 0 || atime {
+                plan.clear.push(ClearFlags {
+                    destination: dest.clone(),
+                    clear,
+                    atime,
+                });
+            }
+        }
+        if dest == "/dev" && last_of(&opts, "ro", "rw") == Some(true) && own_mount_ns {
+            plan.dev_read_only = true;
+        }
+    }
+    if spec.mounts().is_some() {
+        spec.set_mounts(Some(mounts));
+    }
+    if let Some(mut linux) = spec.linux().clone()
+        && let Some(paths) = linux.masked_paths().clone()
+    {
+        let mut seen = std::collections::HashSet::new();
+        let unique: Vec<String> = paths
+            .into_iter()
+            .filter(|p| seen.insert(p.clone()))
+            .collect();
+        if own_mount_ns {
+            plan.masks = unique;
+            linux.set_masked_paths(None);
+        } else {
+            linux.set_masked_paths(Some(unique));
+        }
+        spec.set_linux(Some(linux));
+    }
+    Ok(plan)
+}
+
+/// Steps of the helper, for its error report.
+const STEPS: [&str; 8] = [
+    "setns/chroot",
+    "tmpcopyup",
+    "clear bind flags",
+    "mask (/dev/null)",
+    "mask (tmpfs)",
+    "mask (bind of the shared tmpfs)",
+    "read-only /dev",
+    "mask (file)",
+];
+
+/// Does `plan` inside the mount namespace and root of `pid` (the container's init,
+/// built, not started). Forks nothing when the plan is empty.
+///
+/// Errors: the first step that fails, naming the destination or masked path.
+pub fn apply(plan: &Plan, pid: Pid) -> Result<(), MountCompatError> {
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let io = |e: std::io::Error| {
+        MountCompatError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
+    };
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
+    let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
+    // The helper reports (step << 16 | index, errno).
+    let helper = crate::sys::fork::spawn(|sock| {
+        let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
+            .and_then(|()| nix::unistd::fchdir(root.as_raw_fd()))
+            .and_then(|()| nix::unistd::chroot("."))
+            .and_then(|()| nix::unistd::chdir("/"))
+            .map_err(|e| (0u32, e))
+            .and_then(|()| in_container(plan));
+        let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
+        0
+    })
+    .map_err(MountCompatError::Sys)?;
+    match crate::sys::fork::receive(helper.sock()).map_err(MountCompatError::Sys)? {
+        Ok(_) => Ok(()),
+        Err((code, errno)) => {
+            let (step, idx) = ((code >> 16) as usize, (code & 0xffff) as usize);
+            let name = STEPS.get(step).copied().unwrap_or("?");
+            Err(match step {
+                1 => MountCompatError::Apply {
+                    destination: plan.tmpcopyup.get(idx).cloned().unwrap_or_default(),
+                    step: name,
+                    errno,
+                },
+                2 => MountCompatError::Apply {
+                    destination: plan
+                        .clear
+                        .get(idx)
+                        .map(|c| c.destination.clone())
+                        .unwrap_or_default(),
+                    step: name,
+                    errno,
+                },
+                3..=5 | 7 => MountCompatError::Mask {
+                    path: plan.masks.get(idx).cloned().unwrap_or_default(),
+                    step: name,
+                    errno,
+                },
+                6 => MountCompatError::Apply {
+                    destination: "/dev".into(),
+                    step: name,
+                    errno,
+                },
+                _ => MountCompatError::Sys(errno),
+            })
+        }
+    }
+}
+
+fn code(step: u32, idx: usize) -> u32 {
+    (step << 16) | (idx as u32 & 0xffff)
+}
+
+/// The helper's work, chrooted in the container's root (module doc, [`apply`]).
+fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
+    use nix::mount::{MsFlags, mount};
+    for (i, dest) in plan.tmpcopyup.iter().enumerate() {
+        copy_up(Path::new(dest)).map_err(|e| (code(1, i), e))?;
+    }
+    for (i, c) in plan.clear.iter().enumerate() {
+        // `atime`: the atime field cleared is MOUNT_ATTR_RELATIME (0), the default
+        let clr = if c.atime {
+            c.clear | ATTR_ATIME_MASK
+        } else {
+            c.clear
+        };
+        setattr(Path::new(&c.destination), 0, clr).map_err(|e| (code(2, i), e))?;
+    }
+    if !plan.masks.is_empty() {
+        let null = nix::sys::stat::stat("/dev/null").map_err(|e| (code(3, 0), e))?;
+        let is_null = (null.st_mode & libc::S_IFMT) == libc::S_IFCHR
+            && nix::sys::stat::major(null.st_rdev) == 1
+            && nix::sys::stat::minor(null.st_rdev) == 3;
+        let mut shared: Option<&str> = None;
+        for (i, p) in plan.masks.iter().enumerate() {
+            let md = match std::fs::metadata(p) {
+                Ok(md) => md,
+                Err(_) => continue, // runc skips what does not exist
+            };
+            if md.is_dir() {
+                match shared {
+                    None => {
+                        mount(
+                            Some("tmpfs"),
+                            p.as_str(),
+                            Some("tmpfs"),
+                            MsFlags::MS_RDONLY,
+                            None::<&str>,
+                        )
+                        .map_err(|e| (code(4, i), e))?;
+                        shared = Some(p);
+                    }
+                    Some(first) => mount(
+                        Some(first),
+                        p.as_str(),
+                        None::<&str>,
+                        MsFlags::MS_BIND,
+                        None::<&str>,
+                    )
+                    .map_err(|e| (code(5, i), e))?,
+                }
+            } else {
+                if !is_null {
+                    return Err((code(3, i), nix::Error::ENODEV));
+                }
+                mount(
+                    Some("/dev/null"),
+                    p.as_str(),
+                    None::<&str>,
+                    MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .map_err(|e| (code(7, i), e))?;
+            }
+        }
+    }
+    if plan.dev_read_only {
+        setattr(Path::new("/dev"), ATTR_RDONLY, 0).map_err(|e| (code(6, 0), e))?;
+    }
+    Ok(())
+}
+
+/// `mount_setattr(AT_FDCWD, path, 0, {attr_set: set, attr_clr: clr})` on the mount at
+/// `path` (the top one), not recursively.
+fn setattr(path: &Path, set: u64, clr: u64) -> Result<(), nix::Error> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    let p = CString::new(path.as_os_str().as_bytes()).map_err(|_| nix::Error::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `p` and `attr` outlive the call; the size passed is exactly that of `attr`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            0,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        Err(nix::Error::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Copies what the tmpfs at `dest` covers into it: the covered directory is reached in
+/// a non-recursive clone of the mount of `dest`'s parent, where no mount covers it.
+fn copy_up(dest: &Path) -> Result<(), nix::Error> {
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Err(nix::Error::EINVAL);
+    };
+    let tree = crate::sys::mountapi::clone_tree(parent, false)?;
+    let src = open_dir(Some(tree.as_raw_fd()), Path::new(name))?;
+    let dst = open_dir(None, dest)?;
+    copy_dir(&src, &dst)
+}
+
+/// `openat(at, p, O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC)` as an owned fd (`None`: AT_FDCWD;
+/// the last component of `p` must not be a symlink).
+fn open_dir<P: ?Sized + nix::NixPath>(at: Option<RawFd>, p: &P) -> Result<OwnedFd, nix::Error> {
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::openat(
+        at,
+        p,
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: openat just returned this fd; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Recursive copy from directory `src` into directory `dst`, keeping modes, owners and
+/// the file types runc's copy-up keeps (directories, regular files, symlinks, device
+/// nodes, fifos; sockets are skipped).
+fn copy_dir(src: &OwnedFd, dst: &OwnedFd) -> Result<(), nix::Error> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat, mknodat};
+    use nix::unistd::{Gid, Uid};
+    let (s, d) = (src.as_raw_fd(), dst.as_raw_fd());
+    let dup = nix::unistd::dup(s)?;
+    let mut dir = nix::dir::Dir::from_fd(dup)?;
+    let names: Vec<CString> = dir
+        .iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    for name in names {
+        let name = name.as_c_str();
+        let st = fstatat(Some(s), name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let mode = Mode::from_bits_truncate(st.st_mode & 0o7777);
+        let kind = st.st_mode & libc::S_IFMT;
+        let (uid, gid) = (
+            Some(Uid::from_raw(st.st_uid)),
+            Some(Gid::from_raw(st.st_gid)),
+        );
+        let own = || nix::unistd::fchownat(Some(d), name, uid, gid, AtFlags::AT_SYMLINK_NOFOLLOW);
+        let chmod = || fchmodat(Some(d), name, mode, FchmodatFlags::NoFollowSymlink);
+        match kind {
+            libc::S_IFDIR => {
+                nix::sys::stat::mkdirat(Some(d), name, Mode::from_bits_truncate(0o700))?;
+                let sub_src = open_dir(Some(s), name)?;
+                let sub_dst = open_dir(Some(d), name)?;
+                copy_dir(&sub_src, &sub_dst)?;
+                own()?;
+                nix::sys::stat::fchmod(sub_dst.as_raw_fd(), mode)?;
+            }
+            libc::S_IFREG => {
+                let from = nix::fcntl::openat(
+                    Some(s),
+                    name,
+                    OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )?;
+                // SAFETY: openat just returned this fd; nothing else owns it.
+                let mut from = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(from) });
+                let to = nix::fcntl::openat(
+                    Some(d),
+                    name,
+                    OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(0o600),
+                )?;
+                // SAFETY: as above.
+                let mut to = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(to) });
+                std::io::copy(&mut from, &mut to)
+                    .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+                nix::unistd::fchown(to.as_raw_fd(), uid, gid)?;
+                nix::sys::stat::fchmod(to.as_raw_fd(), mode)?;
+            }
+            libc::S_IFLNK => {
+                let target = nix::fcntl::readlinkat(Some(s), name)?;
+                nix::unistd::symlinkat(target.as_os_str(), Some(d), name)?;
+                own()?;
+            }
+            libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO => {
+                mknodat(
+                    Some(d),
+                    name,
+                    SFlag::from_bits_truncate(kind),
+                    mode,
+                    st.st_rdev,
+                )?;
+                own()?;
+                // mknod applies the umask; the copy keeps the mode
+                match chmod() {
+                    Err(nix::Error::EOPNOTSUPP) => {}
+                    r => r?,
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn cleared_flags_take_the_last_of_each_pair() {
+        assert_eq!(
+            cleared_flags(&o(&["rbind", "rw", "suid", "dev", "exec"])),
+            (ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC, false)
+        );
+        assert_eq!(cleared_flags(&o(&["rw", "ro", "nosuid"])), (0, false));
+        assert_eq!(cleared_flags(&o(&["noatime", "atime"])), (0, true));
+        assert_eq!(cleared_flags(&o(&["atime", "noatime"])), (0, false));
+        assert_eq!(cleared_flags(&o(&["rbind"])), (0, false));
+    }
+
+    #[test]
+    fn destinations_resolve_inside_the_rootfs() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/dir", r.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("../../../real", r.join("up")).unwrap();
+        std::os::unix::fs::symlink("loop", r.join("loop")).unwrap();
+        let res = |p: &str| resolve_in_root(r, Path::new(p), &[]);
+        assert_eq!(res("/dangling"), Path::new("/nonexistent/dir"));
+        assert_eq!(res("/up/sub"), Path::new("/real/sub"));
+        assert_eq!(res("/real/./sub/"), Path::new("/real/sub"));
+        assert_eq!(res("/missing/x"), Path::new("/missing/x"));
+        assert_eq!(res("/loop"), Path::new("/loop"));
+        // under an earlier mount the rootfs's symlink is hidden
+        std::fs::create_dir(r.join("dev")).unwrap();
+        std::os::unix::fs::symlink("/run/shm", r.join("dev/shm")).unwrap();
+        assert_eq!(res("/dev/shm"), Path::new("/run/shm"));
+        let covered = [PathBuf::from("/dev")];
+        assert_eq!(
+            resolve_in_root(r, Path::new("/dev/shm"), &covered),
+            Path::new("/dev/shm")
+        );
+    }
+
+    fn spec(v: serde_json::Value) -> Spec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn prepare_edits_what_libcontainer_gets() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("t700")).unwrap();
+        std::fs::set_permissions(r.join("t700"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink("/tmp", r.join("proc")).unwrap();
+        let mut s = spec(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "linux": {"namespaces": [{"type": "mount"}],
+                      "maskedPaths": ["/a", "/b", "/a"]},
+            "mounts": [
+                {"destination": "/t700", "type": "tmpfs", "source": "tmpfs",
+                 "options": ["nosuid", "tmpcopyup"]},
+                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+                 "options": ["nosuid", "ro"]},
+                {"destination": "/m", "type": "bind", "source": "/", "options": ["rbind", "rw"]}
+            ]
+        }));
+        let plan = prepare(&mut s, r, r).unwrap();
+        let m = s.mounts().clone().unwrap();
+        assert_eq!(m[0].options().clone().unwrap(), o(&["nosuid", "mode=0700"]));
+        assert_eq!(plan.tmpcopyup, ["/t700"]);
+        assert!(plan.dev_read_only);
+        assert_eq!(plan.masks, ["/a", "/b"]);
+        assert!(s.linux().as_ref().unwrap().masked_paths().is_none());
+        assert_eq!(plan.clear[0].destination, "/m");
+        assert_eq!(plan.clear[0].clear, ATTR_RDONLY);
+
+        let mut p = spec(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}]
+        }));
+        let e = prepare(&mut p, r, r).unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                "error mounting \"proc\" to rootfs at \"/proc\": filesystem \"proc\" must be \
+                 mounted on ordinary directory"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn without_a_mount_namespace_masks_stay_with_libcontainer() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = spec(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "linux": {"maskedPaths": ["/a", "/a"]},
+            "mounts": [{"destination": "/m", "type": "bind", "source": "/", "options": ["rw"]}]
+        }));
+        let plan = prepare(&mut s, d.path(), d.path()).unwrap();
+        assert!(plan.is_empty());
+        assert_eq!(
+            s.linux().as_ref().unwrap().masked_paths().clone().unwrap(),
+            ["/a"]
+        );
+    }
+}
