@@ -54,6 +54,12 @@ pub enum OuterNsError {
         path: PathBuf,
         msg: String,
     },
+    #[error("linux.sysctl {key}: write {value:?} in the container's namespace: {msg}")]
+    Sysctl {
+        key: String,
+        value: String,
+        msg: String,
+    },
     #[error("join the container's {typ} namespace {path} before its user namespace: {errno}")]
     Join {
         typ: String,
@@ -165,6 +171,62 @@ pub fn take(spec: &mut Spec) -> Result<Vec<Outer>, OuterNsError> {
     Ok(taken)
 }
 
+/// Whether sysctl `key` (dots or slashes) belongs to a namespace of type `t`, as
+/// libcontainer's validator and runc sort them (runc's libcontainer/configs/validate:
+/// `net.*`; the IPC list and `fs.mqueue.*`; `kernel.domainname`).
+fn sysctl_of(key: &str, t: LinuxNamespaceType) -> bool {
+    let k = key.replace('/', ".");
+    match t {
+        LinuxNamespaceType::Network => k.starts_with("net."),
+        LinuxNamespaceType::Ipc => {
+            k.starts_with("fs.mqueue.")
+                || [
+                    "kernel.msgmax",
+                    "kernel.msgmnb",
+                    "kernel.msgmni",
+                    "kernel.sem",
+                    "kernel.shmall",
+                    "kernel.shmmax",
+                    "kernel.shmmni",
+                    "kernel.shm_rmid_forced",
+                ]
+                .contains(&k.as_str())
+        }
+        LinuxNamespaceType::Uts => k == "kernel.domainname",
+        _ => false,
+    }
+}
+
+/// Takes out of `spec` the `linux.sysctl` entries of the namespaces in `outer`
+/// (containerd 2.x gives a pod sandbox `net.ipv4.ping_group_range`): libcontainer's
+/// validator would refuse a `net.*` sysctl for a spec without a network namespace, and
+/// the container's root, inside a user namespace that does not own the namespace,
+/// could not write them. siloc writes them, as the host's root, once it is in those
+/// namespaces ([`Entered::write_sysctls`]). Returns them sorted by key.
+pub fn take_sysctls(spec: &mut Spec, outer: &[Outer]) -> Vec<(String, String)> {
+    let Some(mut linux) = spec.linux().clone() else {
+        return Vec::new();
+    };
+    let Some(mut all) = linux.sysctl().clone() else {
+        return Vec::new();
+    };
+    let mut taken: Vec<(String, String)> = all
+        .iter()
+        .filter(|(k, _)| outer.iter().any(|o| sysctl_of(k, o.typ)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if taken.is_empty() {
+        return taken;
+    }
+    taken.sort();
+    for (k, _) in &taken {
+        all.remove(k);
+    }
+    linux.set_sysctl(Some(all));
+    spec.set_linux(Some(linux));
+    taken
+}
+
 /// The value of `io.siloc.namespaces.inherited`: `network=/var/run/netns/x ipc=...`.
 pub fn describe(outer: &[Outer]) -> String {
     outer
@@ -258,6 +320,24 @@ impl Opened {
             entered.back.push(b);
         }
         Ok(entered)
+    }
+}
+
+impl Entered {
+    /// Writes `sysctls` ([`take_sysctls`]) under /proc/sys, which shows the
+    /// namespaces of the writing thread: the container's, entered.
+    ///
+    /// Errors: [`OuterNsError::Sysctl`] naming the key.
+    pub fn write_sysctls(&self, sysctls: &[(String, String)]) -> Result<(), OuterNsError> {
+        for (k, v) in sysctls {
+            let p = Path::new("/proc/sys").join(k.replace('.', "/"));
+            std::fs::write(&p, v).map_err(|e| OuterNsError::Sysctl {
+                key: k.clone(),
+                value: v.clone(),
+                msg: format!("{}: {e}", p.display()),
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -378,6 +458,30 @@ mod tests {
             describe(&taken),
             "network=/proc/self/ns/net uts=/proc/self/ns/uts"
         );
+    }
+
+    #[test]
+    fn the_sysctls_of_taken_namespaces_are_taken() {
+        let mut s: Spec = serde_json::from_str(
+            r#"{"ociVersion":"1.0.2","linux":{"sysctl":{"net.ipv4.ping_group_range":"0 2147483647",
+                "kernel.shmmax":"1000","kernel.domainname":"x"}}}"#,
+        )
+        .unwrap();
+        let net = [Outer {
+            typ: LinuxNamespaceType::Network,
+            path: "/x".into(),
+        }];
+        assert_eq!(
+            take_sysctls(&mut s, &net),
+            vec![(
+                "net.ipv4.ping_group_range".to_string(),
+                "0 2147483647".to_string()
+            )]
+        );
+        let left = s.linux().as_ref().unwrap().sysctl().clone().unwrap();
+        assert_eq!(left.len(), 2);
+        assert!(left.contains_key("kernel.shmmax"));
+        assert_eq!(take_sysctls(&mut s, &[]), vec![]);
     }
 
     #[test]

@@ -175,6 +175,7 @@ fn create_prepared(
     // siloc joins itself, for the container to inherit (engine::outer_namespaces).
     let outer = crate::engine::outer_namespaces::take(&mut spec).map_err(EngineError::from)?;
     final_spec::note_outer_namespaces(&mut spec, &outer)?;
+    let outer_sysctls = crate::engine::outer_namespaces::take_sysctls(&mut spec, &outer);
     // libcontainer would hang in a frozen cgroup (engine::frozen_cgroup).
     if let (false, Some(cg)) = (
         rt.systemd,
@@ -226,6 +227,9 @@ fn create_prepared(
     let baseline = crate::engine::mount_guard::Baseline::capture(&spec)?;
     test_hooks::crash_point("before-libcontainer");
     let entered = opened.enter().map_err(EngineError::from)?;
+    entered
+        .write_sysctls(&outer_sysctls)
+        .map_err(EngineError::from)?;
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(entered);
     drop(staging);

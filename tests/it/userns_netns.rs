@@ -157,7 +157,7 @@ fn an_app_container_joins_the_sandboxs_namespaces() {
     sb.annotate("io.siloc.userns", "auto");
     sb.edit(|s| set_namespace(s, "network", Some(&netns.path())));
     let sid = env.id("sandbox");
-    let _s = Container::start(&env, &sb, &sid);
+    let s = Container::start(&env, &sb, &sid);
     let spid = pid_of(&env, &sid);
     let range = env.state(&sid)["annotations"]["io.siloc.userns.range"]
         .as_str()
@@ -193,7 +193,9 @@ fn an_app_container_joins_the_sandboxs_namespaces() {
     let (rc, out, err) = a.exec(&["readlink", "/proc/self/ns/net"]);
     assert_eq!((rc, out.trim()), (0, netns.link().as_str()), "{err}");
     drop(a);
+    drop(s);
     env.assert_no_trace(&aid);
+    env.assert_no_trace(&sid);
 }
 
 /// Without a user namespace nothing changes: libcontainer joins the path as host root,
@@ -227,11 +229,11 @@ fn a_host_owned_pid_namespace_path_is_refused_clearly() {
     let env = TestEnv::new();
     let mut b = env.bundle("b", &["true"]);
     b.annotate("io.siloc.userns", "auto");
-    b.edit(|s| set_namespace(s, "pid", Some("/proc/1/ns/pid")));
+    b.edit(|s| set_namespace(s, "pid", Some("/proc/self/ns/pid")));
     let id = env.id("pidns");
     let err = env.fails(&["run", "--bundle", b.path(), &id]);
     assert!(
-        err.contains("pid namespace path /proc/1/ns/pid belongs to a user namespace other than the container's"),
+        err.contains("pid namespace path /proc/self/ns/pid belongs to a user namespace other than the container's"),
         "{err}"
     );
     env.assert_no_trace(&id);
