@@ -225,6 +225,47 @@ c_userns_auto() {
   leftovers "$T/mounts.before"
 }
 
+# An io.siloc.userns=auto pod with a CNI pod network: containerd's CRI makes the pod's
+# network namespace (/var/run/netns/cni-...) in the host's user namespace, which the
+# pod's new user namespace does not own. siloc joins it before the user namespace
+# (engine::outer_namespaces; libcontainer alone failed with a bare EPERM), for the
+# sandbox and, through /proc/<pause>/ns/net, for the app container. Logs, ExecSync
+# in the pod's netns, exit code; afterwards no netns, mount, range or state left.
+c_userns_auto_podnet() {
+  local pod cid cid2 out rc=0 pp cp netns
+  export CRI_NETWORK=pod
+  pod=$(cri runp podnet siloc io.siloc.userns=auto)
+  cid=$(cri create "$pod" podnet app "$BB" '["sh","-c","echo hello from a pod network; sleep 1000"]' io.siloc.userns=auto)
+  cri start "$cid"
+  cid2=$(cri create "$pod" podnet quits "$BB" '["sh","-c","exit 9"]' io.siloc.userns=auto)
+  cri start "$cid2"
+  pp=$(pid_of "$pod") cp=$(pid_of "$cid")
+  expect_eq "$(readlink "/proc/$cp/ns/net")" "$(readlink "/proc/$pp/ns/net")" "the app container is in the pod's netns"
+  [ "$(readlink "/proc/$pp/ns/net")" != "$(readlink /proc/self/ns/net)" ] || { echo "the pod runs in the host's netns" >&2; return 1; }
+  netns=$(sstate "$pod" | jq -r '.annotations["io.siloc.namespaces.inherited"]')
+  expect_match "$netns" '^network=/var/run/netns/cni-[-0-9a-f]+$' "the sandbox: joined by siloc"
+  netns=${netns#network=}
+  expect_eq "$(sstate "$cid" | jq -r '.annotations["io.siloc.namespaces.inherited"]')" "network=/proc/$pp/ns/net" "the app container: joined by siloc"
+  wait_log "$CRI_LOGS/app.log" 'hello from a pod network'
+  for _ in $(seq 50); do [ "$(cri status "$cid2" | jq -r .state)" = EXITED ] && break; sleep 0.1; done
+  expect_eq "$(cri status "$cid2" | jq -c '[.state, .exit_code]')" '["EXITED",9]' "ContainerStatus of a container that exits 9"
+  out=$(cri exec "$cid" sh -c 'readlink /proc/self/ns/net; exit 4') || rc=$?
+  expect_eq "$out $rc" "$(readlink "/proc/$pp/ns/net") 4" "ExecSync runs in the pod's netns, exit code"
+  # containerd 2.x gives the sandbox net.ipv4.ping_group_range: siloc writes it in the
+  # pod's netns (the container's root, in a user namespace that does not own it, cannot).
+  # Read on the host: inside, host gids outside the range show as the overflow gid.
+  if [ "$CVER" = 2.1 ]; then
+    expect_eq "$(nsenter --net="/proc/$pp/ns/net" cat /proc/sys/net/ipv4/ping_group_range | tr -s '\t ' ' ')" "0 2147483647" "the sandbox's sysctl"
+  fi
+  check_pod "$pod" "$cid" 1
+  stop_rm "$pod"
+  unset CRI_NETWORK
+  leftovers "$T/mounts.before"
+  # containerd removes the pod's netns (file and mount); siloc held nothing of it.
+  expect_eq "$(find /var/run/netns -name "${netns##*/}")" "" "the pod's netns file"
+  expect_eq "$(awk -v n="${netns##*/}" '$5 ~ ("/netns/" n "$")' /proc/self/mountinfo)" "" "the pod's netns mount"
+}
+
 # 50 layers: one attached mount still.
 c_layers50() {
   local pod cid
@@ -394,6 +435,7 @@ run_suite() {
   start_containerd "$2"
   case_if "containerd $CVER: images, CRI Version" c_ready
   case_if "containerd $CVER shim: io.siloc.userns=auto pod, 2 containers, logs, exec, exit 7" c_userns_auto
+  case_if "containerd $CVER shim: io.siloc.userns=auto pod on a CNI pod network, exec, logs, exit 9" c_userns_auto_podnet
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50
   case_if "containerd $CVER shim: plain pod" c_plain
   case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom

@@ -33,6 +33,9 @@ pub(crate) const IO_LATENCY: &str = "io.siloc.io.latency";
 
 /// Written by siloc: the host ID range, `uid=U,gid=G,size=N`.
 pub const OUT_USERNS_RANGE: &str = "io.siloc.userns.range";
+/// Written by siloc when it joined namespaces for the container before its user
+/// namespace (`engine::outer_namespaces`): `network=/var/run/netns/cni-… ipc=…`.
+pub(crate) const OUT_NS_INHERITED: &str = "io.siloc.namespaces.inherited";
 /// Written by siloc: how the rootfs was assembled
 /// (`overlay layers=N trees=T idmapped=yes attached=1 via=lowerdir+`, or `idmapped-bind`).
 pub(crate) const OUT_ROOTFS: &str = "io.siloc.rootfs.assembly";

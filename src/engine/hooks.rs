@@ -168,6 +168,64 @@ pub fn wrap(spec: &mut Spec, rootfs: &Path, create: &Report, poststart: &Path) {
     spec.set_hooks(Some(hooks));
 }
 
+/// Makes the wrapped prestart and createRuntime hooks return to the runtime's own
+/// namespaces before they run (runtime-spec config.md "Hooks": both run in the runtime
+/// namespace), when siloc's create process has entered some of the container's
+/// ([`crate::engine::outer_namespaces`]): `own` lists (`/proc/PID/ns` name, fd) of
+/// create's own namespaces; the wrapper, a child of create, opens
+/// `/proc/<parent>/fd/<fd>` and setns(2)s into each. Call after [`wrap`].
+pub fn runtime_namespaces(spec: &mut Spec, own: &[(&str, RawFd)]) {
+    if own.is_empty() {
+        return;
+    }
+    let Some(mut hooks) = spec.hooks().clone() else {
+        return;
+    };
+    let list = own
+        .iter()
+        .map(|(n, fd)| format!("{n}:{fd}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let add = |l: &mut Option<Vec<Hook>>| {
+        for h in l.iter_mut().flatten() {
+            if let Some(mut a) = h.args().clone()
+                && a.get(1).map(String::as_str) == Some(WRAPPER_ARG)
+                && let Some(r) = a.get_mut(4)
+            {
+                *r = format!("{r}{NS_SEP}{list}");
+                h.set_args(Some(a));
+            }
+        }
+    };
+    add(hooks.prestart_mut());
+    add(hooks.create_runtime_mut());
+    spec.set_hooks(Some(hooks));
+}
+
+/// Separates the report from the runtime namespaces in a wrapper's report argument.
+const NS_SEP: &str = ";ns=";
+
+/// Enters the runtime namespaces `list` (`net:FD,ipc:FD`, fds of the parent).
+fn enter_runtime_namespaces(list: &str) -> Result<(), String> {
+    let parent = nix::unistd::getppid();
+    for item in list.split(',').filter(|s| !s.is_empty()) {
+        let (name, fd) = item
+            .split_once(':')
+            .ok_or_else(|| format!("malformed runtime namespace {item:?}"))?;
+        let flag = match name {
+            "net" => nix::sched::CloneFlags::CLONE_NEWNET,
+            "ipc" => nix::sched::CloneFlags::CLONE_NEWIPC,
+            "uts" => nix::sched::CloneFlags::CLONE_NEWUTS,
+            "cgroup" => nix::sched::CloneFlags::CLONE_NEWCGROUP,
+            _ => return Err(format!("unknown runtime namespace {name:?}")),
+        };
+        let p = format!("/proc/{parent}/fd/{fd}");
+        let f = File::open(&p).map_err(|e| format!("runtime {name} namespace {p}: {e}"))?;
+        nix::sched::setns(f, flag).map_err(|e| format!("enter runtime {name} namespace: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Whether the spec has a hook that reports through `create`'s [`CreateReport`].
 pub fn has_create_hooks(spec: &Spec) -> bool {
     spec.hooks().as_ref().is_some_and(|h| {
@@ -278,7 +336,20 @@ pub fn wrapper_main(argv: &[OsString]) -> i32 {
         eprintln!("siloc: malformed hook wrapper arguments");
         return 1;
     };
+    let (report, runtime_ns) = match report.split_once(NS_SEP) {
+        Some((r, ns)) => (r.to_string(), Some(ns.to_string())),
+        None => (report, None),
+    };
     let report = Report::decode(&report);
+    if let Some(ns) = runtime_ns
+        && let Err(e) = enter_runtime_namespaces(&ns)
+    {
+        write_report(
+            &report,
+            &message(&kind, &index, &path.to_string_lossy(), &Failure::Chdir(e)),
+        );
+        return 1;
+    }
     let timeout = timeout.parse::<i64>().ok().filter(|t| *t > 0);
     match run_hook(path, argv.get(7..).unwrap_or_default(), &cwd, timeout) {
         Ok(()) => 0,

@@ -12,6 +12,7 @@ pub mod io_weight;
 pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
+pub mod outer_namespaces;
 pub mod procname;
 pub mod stopped_delete;
 pub mod v1_subcgroups;
@@ -36,6 +37,8 @@ pub enum EngineError {
     InvalidId { id: String, msg: String },
     #[error("--pid-file {path}: {msg}")]
     PidFile { path: PathBuf, msg: String },
+    #[error(transparent)]
+    OuterNamespace(#[from] outer_namespaces::OuterNsError),
     #[error(transparent)]
     Lib(#[from] LibcontainerError),
 }
@@ -252,6 +255,12 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
 
 fn exec_built(root: &Path, id: &str, c: &Container, o: ExecOptions) -> Result<Pid, EngineError> {
     if let Some(pid) = c.pid() {
+        // Namespaces the container's user namespace does not own (a pod's network
+        // namespace) are joined before it, as create did (outer_namespaces).
+        let joined = outer_namespaces::join_for_exec(pid.as_raw())?;
+        if !joined.is_empty() {
+            tracing::debug!(?joined, "joined before the user namespace");
+        }
         join_user_namespace(pid)?;
     }
     let pid_file = o.pid_file.clone();

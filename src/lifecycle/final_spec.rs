@@ -116,6 +116,32 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
     Ok(spec)
 }
 
+/// Records in `spec` the namespaces siloc joins for the container
+/// ([`crate::engine::outer_namespaces::take`]) as `io.siloc.namespaces.inherited`,
+/// and, when the network namespace is one of them, makes its sysfs mounts binds: its
+/// user namespace does not own that network namespace either (see
+/// [`sysfs_as_bind`]).
+///
+/// Errors: [`PrepareError::Spec`] when a mount cannot be rebuilt.
+pub fn note_outer_namespaces(
+    spec: &mut Spec,
+    outer: &[crate::engine::outer_namespaces::Outer],
+) -> Result<(), PrepareError> {
+    if outer.is_empty() {
+        return Ok(());
+    }
+    if outer.iter().any(|o| o.typ == LinuxNamespaceType::Network) {
+        sysfs_as_bind(spec).map_err(|e| PrepareError::Spec(e.to_string()))?;
+    }
+    let mut a = spec.annotations().clone().unwrap_or_default();
+    a.insert(
+        ann::OUT_NS_INHERITED.to_string(),
+        crate::engine::outer_namespaces::describe(outer),
+    );
+    spec.set_annotations(Some(a));
+    Ok(())
+}
+
 /// A container in a user namespace that shares the host's network namespace cannot
 /// mount sysfs (the kernel wants CAP_SYS_ADMIN over the network namespace's owner:
 /// EPERM), so each `sysfs` mount becomes a read-only recursive bind of the host's

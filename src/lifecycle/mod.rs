@@ -48,6 +48,8 @@ pub enum LifecycleError {
     #[error(transparent)]
     Hook(#[from] crate::engine::hooks::HookError),
     #[error(transparent)]
+    SpecMapping(#[from] crate::userns::SpecMappingError),
+    #[error(transparent)]
     Frozen(#[from] crate::engine::frozen_cgroup::FrozenCgroupError),
     #[error("{0}")]
     Other(String),
@@ -119,6 +121,9 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         ))
     })?;
     let plan = crate::lifecycle::plan::plan(&spec, &rt.config)?;
+    if let crate::userns::UsernsPlan::FromSpec { uid, gid } = &plan.userns {
+        crate::userns::check_spec_maps_fit(&spec, uid, gid)?;
+    }
     std::fs::create_dir_all(&rt.root)
         .map_err(|e| LifecycleError::Other(format!("state root {}: {e}", rt.root.display())))?;
     let mut rec = Record {
@@ -167,6 +172,12 @@ fn create_prepared(
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    // libcontainer 0.7 joins namespaces given by path from inside the user namespace;
+    // those the container's user namespace does not own (a pod's network namespace)
+    // siloc joins itself, for the container to inherit (engine::outer_namespaces).
+    let outer = crate::engine::outer_namespaces::take(&mut spec).map_err(EngineError::from)?;
+    final_spec::note_outer_namespaces(&mut spec, &outer)?;
+    let outer_sysctls = crate::engine::outer_namespaces::take_sysctls(&mut spec, &outer);
     // runc's mount semantics libcontainer 0.7 lacks (engine::mount_compat): spec edits
     // now, the rest inside the container once libcontainer has built it.
     let mount_plan = crate::engine::mount_compat::prepare(&mut spec, &rec.rootfs, bundle)?;
@@ -206,6 +217,11 @@ fn create_prepared(
             .map_or(crate::engine::hooks::Report::Stderr, |r| r.report()),
         &crate::engine::hooks::poststart_report(&spec_dir),
     );
+    // The prestart and createRuntime hooks run in siloc's own (runtime) namespaces,
+    // not in those siloc enters for the container.
+    let opened =
+        crate::engine::outer_namespaces::Opened::open(&outer).map_err(EngineError::from)?;
+    crate::engine::hooks::runtime_namespaces(&mut spec, &opened.own_fds());
     spec.save(spec_dir.join("config.json"))
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
     // Absolute paths first, then work from the bundle as runc does, so relative mount
@@ -215,7 +231,12 @@ fn create_prepared(
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
     let baseline = crate::engine::mount_guard::Baseline::capture(&spec)?;
     test_hooks::crash_point("before-libcontainer");
+    let entered = opened.enter().map_err(EngineError::from)?;
+    entered
+        .write_sysctls(&outer_sysctls)
+        .map_err(EngineError::from)?;
     let built = engine::build_init(builder, &spec_dir, &req.init);
+    drop(entered);
     drop(staging);
     let hook_failure = hook_report.and_then(|r| r.take());
     let mut c = match (built, hook_failure) {

@@ -11,5 +11,6 @@ pub mod fs;
 pub(crate) mod lock;
 pub mod mountapi;
 pub mod mountinfo;
+pub(crate) mod ns;
 pub(crate) mod paths;
 pub(crate) mod pidfd;

@@ -168,39 +168,56 @@ pub(crate) fn plan(
     Ok(UsernsPlan::Auto { size })
 }
 
-/// Checks that every container ID the spec names is mapped by a range of `size` IDs
-/// (container 0..size-1): `process.user` (uid, gid, additionalGids) and the `uid=N` /
-/// `gid=N` options of `mounts` (containerd's /dev/pts has `gid=5`). The kernel cannot
-/// run or mount with an unmapped ID; libcontainer then fails with a message naming
-/// neither the ID nor the size ("mount options require mapping valid uid ...").
-///
-/// Errors: [`AnnotationError`] naming `io.siloc.userns.size`, the ID and where it is.
-fn check_ids_fit(spec: &Spec, size: u32) -> Result<(), AnnotationError> {
-    let mut needed: Vec<(u32, String)> = Vec::new();
+/// A container uid or gid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdKind {
+    Uid,
+    Gid,
+}
+
+/// The container IDs the spec names, each with where: `process.user` (uid, gid,
+/// additionalGids) and the `uid=N` / `gid=N` options of `mounts` (containerd's
+/// /dev/pts has `gid=5`). The kernel cannot run or mount with an unmapped ID;
+/// libcontainer then fails with a message naming neither the ID nor the mapping
+/// ("mount options require mapping valid uid ...", or "failed to prepare rootfs").
+fn ids_needed(spec: &Spec) -> Vec<(IdKind, u32, String)> {
+    let mut needed = Vec::new();
     if let Some(u) = spec.process().as_ref().map(|p| p.user()) {
-        needed.push((u.uid(), "process.user.uid".into()));
-        needed.push((u.gid(), "process.user.gid".into()));
+        needed.push((IdKind::Uid, u.uid(), "process.user.uid".into()));
+        needed.push((IdKind::Gid, u.gid(), "process.user.gid".into()));
         for g in u.additional_gids().iter().flatten() {
-            needed.push((*g, "process.user.additionalGids".into()));
+            needed.push((IdKind::Gid, *g, "process.user.additionalGids".into()));
         }
     }
     for m in spec.mounts().iter().flatten() {
         for o in m.options().iter().flatten() {
-            let id = o
-                .strip_prefix("uid=")
-                .or_else(|| o.strip_prefix("gid="))
-                .and_then(|v| v.parse::<u32>().ok());
-            if let Some(id) = id {
+            let id = if let Some(v) = o.strip_prefix("uid=") {
+                v.parse::<u32>().ok().map(|v| (IdKind::Uid, v))
+            } else {
+                o.strip_prefix("gid=")
+                    .and_then(|v| v.parse::<u32>().ok())
+                    .map(|v| (IdKind::Gid, v))
+            };
+            if let Some((kind, id)) = id {
                 needed.push((
+                    kind,
                     id,
                     format!("mount {} option {o}", m.destination().display()),
                 ));
             }
         }
     }
-    match needed.into_iter().find(|(id, _)| *id >= size) {
+    needed
+}
+
+/// Checks that a range of `size` IDs (container 0..size-1) maps every container ID
+/// the spec names ([`ids_needed`]).
+///
+/// Errors: [`AnnotationError`] naming `io.siloc.userns.size`, the ID and where it is.
+fn check_ids_fit(spec: &Spec, size: u32) -> Result<(), AnnotationError> {
+    match ids_needed(spec).into_iter().find(|(_, id, _)| *id >= size) {
         None => Ok(()),
-        Some((id, what)) => Err(err(
+        Some((_, id, what)) => Err(err(
             ann::USERNS_SIZE,
             format!(
                 "{size} IDs map container IDs 0..={}, but the spec's {what} needs ID {id}: \
@@ -210,6 +227,71 @@ fn check_ids_fit(spec: &Spec, size: u32) -> Result<(), AnnotationError> {
             ),
         )),
     }
+}
+
+/// A spec's own mapping (`linux.uidMappings`/`gidMappings`, as containerd 2.x writes
+/// for a `hostUsers: false` pod) that leaves an ID the spec names unmapped.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "linux.{field} {maps} maps container {kind}s {mapped}, but the spec's {what} needs {kind} \
+     {id}: map it (a mapping of at least {need} IDs from container ID 0, as the kubelet's \
+     65536 for hostUsers: false)"
+)]
+pub struct SpecMappingError {
+    field: &'static str,
+    maps: String,
+    kind: &'static str,
+    mapped: String,
+    what: String,
+    id: u32,
+    need: u64,
+}
+
+/// Checks that the spec's own mappings map every container ID the spec names
+/// ([`ids_needed`]). A spec without mappings of one kind (a user namespace joined by
+/// path) is not checked for it.
+///
+/// Errors: [`SpecMappingError`] naming the mapping field, the ID and where it is.
+pub(crate) fn check_spec_maps_fit(
+    spec: &Spec,
+    uid: &[IdMap],
+    gid: &[IdMap],
+) -> Result<(), SpecMappingError> {
+    let covers = |maps: &[IdMap], id: u32| {
+        maps.iter().any(|m| {
+            u64::from(id) >= u64::from(m.container_id)
+                && u64::from(id) < u64::from(m.container_id) + u64::from(m.size)
+        })
+    };
+    for (kind, id, what) in ids_needed(spec) {
+        let (maps, field, name) = match kind {
+            IdKind::Uid => (uid, "uidMappings", "uid"),
+            IdKind::Gid => (gid, "gidMappings", "gid"),
+        };
+        if maps.is_empty() || covers(maps, id) {
+            continue;
+        }
+        let text = |f: fn(&IdMap) -> String| maps.iter().map(f).collect::<Vec<_>>().join(", ");
+        return Err(SpecMappingError {
+            field,
+            maps: format!(
+                "[{}]",
+                text(|m| format!("{} {} {}", m.container_id, m.host_id, m.size))
+            ),
+            kind: name,
+            mapped: text(|m| {
+                format!(
+                    "{}..={}",
+                    m.container_id,
+                    u64::from(m.container_id) + u64::from(m.size).max(1) - 1
+                )
+            }),
+            what,
+            id,
+            need: u64::from(id) + 1,
+        });
+    }
+    Ok(())
 }
 
 /// The mappings the container (and the idmapped layers) use, if any.
@@ -247,3 +329,56 @@ pub(crate) fn host_root(maps: &Option<(Vec<IdMap>, Vec<IdMap>)>) -> (u32, u32) {
     maps.as_ref().map_or((0, 0), |(u, g)| (find(u), find(g)))
 }
 pub mod reach;
+
+#[cfg(test)]
+mod spec_mapping_tests {
+    use super::*;
+
+    fn spec_with_devpts() -> Spec {
+        serde_json::from_str(
+            r#"{"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"args":["sh"],"cwd":"/"},
+                "mounts":[{"destination":"/dev/pts","type":"devpts","source":"devpts",
+                           "options":["nosuid","mode=0620","gid=5"]}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn map(c: u32, h: u32, n: u32) -> Vec<IdMap> {
+        vec![IdMap {
+            container_id: c,
+            host_id: h,
+            size: n,
+        }]
+    }
+
+    #[test]
+    fn a_one_id_mapping_names_the_mapping_and_what_needs_more() {
+        let s = spec_with_devpts();
+        let e = check_spec_maps_fit(&s, &map(0, 3_000_000, 1), &map(0, 3_000_000, 1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "linux.gidMappings [0 3000000 1] maps container gids 0..=0, but the spec's mount \
+             /dev/pts option gid=5 needs gid 5: map it (a mapping of at least 6 IDs from \
+             container ID 0, as the kubelet's 65536 for hostUsers: false)"
+        );
+        // Enough gids: fine; a uid the uid map misses is named as a uid.
+        check_spec_maps_fit(&s, &map(0, 3_000_000, 1), &map(0, 3_000_000, 6)).unwrap();
+        let mut s = s;
+        let mut p = s.process().clone().unwrap();
+        p.set_user(serde_json::from_str(r#"{"uid":1000,"gid":0}"#).unwrap());
+        s.set_process(Some(p));
+        let e = check_spec_maps_fit(&s, &map(0, 3_000_000, 1000), &map(0, 3_000_000, 6))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("linux.uidMappings [0 3000000 1000] maps container uids 0..=999, but the spec's process.user.uid needs uid 1000"),
+            "{e}"
+        );
+        // Several ranges: an ID inside any of them is mapped; a kind without mappings
+        // (a user namespace joined by path) is not checked.
+        let two = vec![map(0, 1, 1)[0], map(1000, 2000, 1)[0]];
+        check_spec_maps_fit(&s, &two, &[]).unwrap();
+    }
+}

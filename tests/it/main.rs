@@ -25,5 +25,6 @@ mod scenario;
 mod security;
 mod spec_features;
 mod stress;
+mod userns_netns;
 mod userns_pool;
 mod userns_rootfs;

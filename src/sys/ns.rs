@@ -1,0 +1,19 @@
+//! Namespace file queries (ioctl_ns(2)).
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// The user namespace that owns the namespace `ns` refers to (`NS_GET_USERNS`), as an
+/// open file (compare namespaces by its device and inode). Errors: the ioctl's errno
+/// (ENOTTY or EINVAL when `ns` is no namespace file, EPERM when the owner lies outside
+/// the caller's user namespace).
+pub(crate) fn owner_userns(ns: &File) -> Result<File, nix::Error> {
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new fd or -1; `ns` is an
+    // open file for the whole call.
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), libc::NS_GET_USERNS) };
+    if fd < 0 {
+        return Err(nix::Error::last());
+    }
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}

@@ -1,0 +1,240 @@
+//! A container with a user namespace in a network namespace given by path that the
+//! host's user namespace owns: what containerd's CRI gives a pod with
+//! `io.siloc.userns=auto` and a CNI network (siloc's engine::outer_namespaces).
+//! libcontainer 0.7 alone fails such a create with a bare EPERM. Needs root (and
+//! iproute2's `ip netns`); skips loudly without it.
+
+use crate::common;
+
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+
+use common::{Container, TestEnv};
+use serde_json::{Value, json};
+
+/// A network namespace pinned at /var/run/netns/NAME (`ip netns add`, as containerd's
+/// CRI pins a pod's), deleted when dropped, also when the test fails.
+struct NetNs {
+    name: String,
+}
+
+impl NetNs {
+    fn add(name: &str) -> NetNs {
+        let st = Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .expect("ip netns add");
+        assert!(st.success(), "ip netns add {name}");
+        NetNs {
+            name: name.to_string(),
+        }
+    }
+
+    fn path(&self) -> String {
+        format!("/var/run/netns/{}", self.name)
+    }
+
+    /// `net:[inode]`, as readlink(/proc/PID/ns/net) shows it.
+    fn link(&self) -> String {
+        format!("net:[{}]", std::fs::metadata(self.path()).unwrap().ino())
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn set_namespace(spec: &mut Value, typ: &str, path: Option<&str>) {
+    let ns = spec["linux"]["namespaces"].as_array_mut().unwrap();
+    ns.retain(|n| n["type"] != typ);
+    ns.push(match path {
+        Some(p) => json!({"type": typ, "path": p}),
+        None => json!({"type": typ}),
+    });
+}
+
+fn ns_link(pid: i64, t: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/{t}"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn pid_of(env: &TestEnv, id: &str) -> i64 {
+    env.state(id)["pid"].as_i64().expect("pid")
+}
+
+#[test]
+fn userns_auto_in_a_host_owned_netns_runs_and_execs() {
+    needs_root!();
+    let env = TestEnv::new();
+    let netns = NetNs::add(&env.id("nsp"));
+    let mut b = env.bundle(
+        "b",
+        &[
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/net; cat /proc/self/uid_map; ls /sys/class/net >/dev/null && echo sys-ok",
+        ],
+    );
+    b.annotate("io.siloc.userns", "auto");
+    b.edit(|s| set_namespace(s, "network", Some(&netns.path())));
+
+    // `siloc run` in the foreground: the container's output and exit status.
+    let id = env.id("run");
+    let out = env.ok(&["run", "--bundle", b.path(), &id]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        netns.link(),
+        "the container is in the netns: {out}"
+    );
+    let map: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(map[0], "0");
+    assert_ne!(map[1], "0", "a host range, not host root: {out}");
+    assert_eq!(
+        lines[2], "sys-ok",
+        "sysfs (a bind of the host's /sys) is there"
+    );
+    env.assert_no_trace(&id);
+
+    // create, start, exec, state, delete. The prestart and createRuntime hooks run in
+    // the runtime's network namespace (runtime-spec), not the container's.
+    let hook_out = env.dir.path().join("hook-netns");
+    let hook = json!([{"path": "/bin/sh", "args": ["sh", "-c",
+        format!("readlink /proc/self/ns/net >>{}", hook_out.display())]}]);
+    b.edit(|s| {
+        s["process"]["args"] = json!(["sleep", "1000"]);
+        s["hooks"] = json!({"prestart": hook, "createRuntime": hook});
+    });
+    let id = env.id("bg");
+    let c = Container::start(&env, &b, &id);
+    let pid = pid_of(&env, &id);
+    assert_eq!(ns_link(pid, "net"), netns.link());
+    assert_ne!(
+        ns_link(pid, "user"),
+        ns_link(std::process::id() as i64, "user")
+    );
+    assert_eq!(
+        env.state(&id)["annotations"]["io.siloc.namespaces.inherited"],
+        format!("network={}", netns.path())
+    );
+    let host_net = ns_link(std::process::id() as i64, "net");
+    assert_ne!(host_net, netns.link());
+    assert_eq!(
+        std::fs::read_to_string(&hook_out).unwrap(),
+        format!("{host_net}\n{host_net}\n"),
+        "prestart and createRuntime hooks in the runtime's netns"
+    );
+    let (rc, out, err) = c.exec(&[
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/net; readlink /proc/self/ns/user; id -u; exit 3",
+    ]);
+    assert_eq!(rc, 3, "exec exit code: {err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines, [netns.link(), ns_link(pid, "user"), "0".to_string()]);
+    drop(c);
+    env.assert_no_trace(&id);
+    // The netns is the caller's: siloc leaves it alone.
+    assert!(std::path::Path::new(&netns.path()).exists());
+}
+
+/// A pod's app container, as siloc's shim makes it: it joins the sandbox's user
+/// namespace (by path, with the sandbox's mappings), the sandbox's network namespace
+/// (host-owned: siloc joins it before the user namespace) and its IPC namespace
+/// (the sandbox's user namespace owns it: libcontainer joins it, as before).
+#[test]
+fn an_app_container_joins_the_sandboxs_namespaces() {
+    needs_root!();
+    let env = TestEnv::new();
+    let netns = NetNs::add(&env.id("nsa"));
+    let mut sb = env.bundle("sandbox", &["sleep", "1000"]);
+    sb.annotate("io.siloc.userns", "auto");
+    sb.edit(|s| set_namespace(s, "network", Some(&netns.path())));
+    let sid = env.id("sandbox");
+    let s = Container::start(&env, &sb, &sid);
+    let spid = pid_of(&env, &sid);
+    let range = env.state(&sid)["annotations"]["io.siloc.userns.range"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uid: u64 = range
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("uid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let mut app = env.bundle("app", &["sleep", "1000"]);
+    app.edit(|s| {
+        for (t, p) in [("user", "user"), ("network", "net"), ("ipc", "ipc")] {
+            set_namespace(s, t, Some(&format!("/proc/{spid}/ns/{p}")));
+        }
+        let m = json!([{"containerID": 0, "hostID": uid, "size": 65536}]);
+        s["linux"]["uidMappings"] = m.clone();
+        s["linux"]["gidMappings"] = m;
+    });
+    let aid = env.id("app");
+    let a = Container::start(&env, &app, &aid);
+    let apid = pid_of(&env, &aid);
+    for t in ["user", "net", "ipc"] {
+        assert_eq!(ns_link(apid, t), ns_link(spid, t), "{t} namespace shared");
+    }
+    assert_eq!(
+        env.state(&aid)["annotations"]["io.siloc.namespaces.inherited"],
+        format!("network=/proc/{spid}/ns/net"),
+        "only the host-owned network namespace is joined by siloc"
+    );
+    let (rc, out, err) = a.exec(&["readlink", "/proc/self/ns/net"]);
+    assert_eq!((rc, out.trim()), (0, netns.link().as_str()), "{err}");
+    drop(a);
+    drop(s);
+    env.assert_no_trace(&aid);
+    env.assert_no_trace(&sid);
+}
+
+/// Without a user namespace nothing changes: libcontainer joins the path as host root,
+/// and siloc notes nothing.
+#[test]
+fn a_plain_container_in_a_netns_is_unchanged() {
+    needs_root!();
+    let env = TestEnv::new();
+    let netns = NetNs::add(&env.id("nsn"));
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| set_namespace(s, "network", Some(&netns.path())));
+    let id = env.id("plain");
+    let c = Container::start(&env, &b, &id);
+    let pid = pid_of(&env, &id);
+    assert_eq!(ns_link(pid, "net"), netns.link());
+    assert_eq!(
+        env.state(&id)["annotations"]["io.siloc.namespaces.inherited"],
+        Value::Null
+    );
+    let (rc, out, _) = c.exec(&["readlink", "/proc/self/ns/net"]);
+    assert_eq!((rc, out.trim()), (0, netns.link().as_str()));
+    drop(c);
+    env.assert_no_trace(&id);
+}
+
+/// A pid namespace path that the container's new user namespace cannot own: a clear
+/// error naming the path, and nothing left.
+#[test]
+fn a_host_owned_pid_namespace_path_is_refused_clearly() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["true"]);
+    b.annotate("io.siloc.userns", "auto");
+    b.edit(|s| set_namespace(s, "pid", Some("/proc/self/ns/pid")));
+    let id = env.id("pidns");
+    let err = env.fails(&["run", "--bundle", b.path(), &id]);
+    assert!(
+        err.contains("pid namespace path /proc/self/ns/pid belongs to a user namespace other than the container's"),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+}
