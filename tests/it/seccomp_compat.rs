@@ -63,36 +63,6 @@ fn errno_profiles_load_without_no_new_privileges() {
     }
 }
 
-#[test]
-fn errno_profile_applies_to_exec_with_a_process_file_without_nnp() {
-    needs_root!();
-    let env = TestEnv::new();
-    let mut b = env.bundle("b", &["sleep", "1000"]);
-    b.edit(|s| {
-        s["process"]["noNewPrivileges"] = Value::Bool(false);
-        s["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
-            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 6}]});
-    });
-    let id = env.id("exnnp");
-    let _c = common::Container::start(&env, &b, &id);
-    let proc_file = env.dir.path().join("process.json");
-    std::fs::write(
-        &proc_file,
-        json!({"args": ["sh", "-c", "mkdir /tmp/x 2>&1; echo rc=$?"], "cwd": "/",
-               "user": {"uid": 0, "gid": 0}, "noNewPrivileges": false,
-               "env": ["PATH=/bin:/sbin"]})
-        .to_string(),
-    )
-    .unwrap();
-    let o = env.siloc(&["exec", "--process", &proc_file.display().to_string(), &id]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        out.contains("No such device or address") && out.contains("rc=1"),
-        "{out}"
-    );
-}
-
 // The seccomp user-notification ABI (linux/seccomp.h).
 #[repr(C)]
 #[derive(Default)]
