@@ -76,11 +76,7 @@ fn below(base: &Path, sub: &str) -> Option<PathBuf> {
     for c in Path::new(sub).components() {
         match c {
             Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                if out == base || !out.pop() {
-                    return None;
-                }
-            }
+            Component::ParentDir if out == base || !out.pop() => return None,
             _ => {}
         }
     }
