@@ -65,7 +65,7 @@ pub(crate) struct ExecArgs {
     /// Exec even if the container is paused
     #[arg(long = "ignore-paused")]
     pub(crate) ignore_paused: bool,
-    /// Run in this sub-cgroup (accepted)
+    /// Run in this sub-cgroup: PATH, or CONTROLLER[,CONTROLLER]:PATH (cgroup v1)
     #[arg(long)]
     pub(crate) cgroup: Vec<String>,
     /// Unix socket that receives a pidfd of the process (SCM_RIGHTS; runc 1.2)
@@ -290,6 +290,7 @@ fn exec_process(
             preserve_fds: a.preserve_fds,
             detach: a.detach || own.is_some(),
             ignore_paused: a.ignore_paused,
+            cgroup: a.cgroup.clone(),
         },
     )
     .map_err(|e| {

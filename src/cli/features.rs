@@ -27,7 +27,9 @@ pub(crate) fn document() -> serde_json::Value {
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE",
                               "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
                 "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32",
-                          "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]
+                          "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+                "knownFlags": crate::engine::seccomp_compat::KNOWN_FLAGS,
+                "supportedFlags": crate::engine::seccomp_compat::supported_flags()
             },
             "apparmor": {"enabled": apparmor},
             "selinux": {"enabled": false},
@@ -59,7 +61,13 @@ pub(crate) fn document() -> serde_json::Value {
 /// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
 /// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
-/// mount semantics (mount_compat).
+/// mount semantics (mount_compat); seccomp
+/// (engine::seccomp_compat): errno profiles without no_new_privs, runc's agent
+/// errors, ENOSYS for newer syscalls, TSYNC ignored; cgroups (engine::cgroup_compat,
+/// engine::exec_cgroup, lifecycle::update_order): unified refused on v1, per-device
+/// BFQ weights, pids.limit 0 as 1, a non-empty cgroup refused, the named and hybrid
+/// unified hierarchies joined by init and exec, `exec --cgroup`, v1 cpu writes in an
+/// order the kernel accepts.
 pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
@@ -75,6 +83,17 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "mounts.destination-symlinks-in-rootfs",
     "mounts.proc-not-on-symlink",
     "mounts.masked-paths-once-shared-tmpfs",
+    "seccomp.errno-without-nnp",
+    "seccomp.notify-agent-errors",
+    "seccomp.enosys-newer-syscalls",
+    "seccomp.flags-tsync-ignored",
+    "cgroup.v1-unified-refused",
+    "cgroup.v1-bfq-weight-device",
+    "cgroup.pids-limit-zero-is-one",
+    "cgroup.non-empty-refused",
+    "cgroup.v1-extra-hierarchies",
+    "exec.cgroup",
+    "update.v1-cpu-order",
 ];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,

@@ -2,8 +2,10 @@
 //! namespaces, mounts, cgroups, hooks, the container process. Everything siloc adds
 //! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
 
+pub mod cgroup_compat;
 pub mod console_fixup;
 pub mod cwd;
+pub mod exec_cgroup;
 pub mod exec_sockets;
 pub mod frozen_cgroup;
 pub mod hooks;
@@ -14,6 +16,7 @@ pub mod mount_fixups;
 pub mod mount_guard;
 pub mod outer_namespaces;
 pub mod procname;
+pub mod seccomp_compat;
 pub mod stopped_delete;
 pub mod v1_subcgroups;
 
@@ -207,6 +210,8 @@ pub struct ExecOptions {
     pub preserve_fds: i32,
     pub detach: bool,
     pub ignore_paused: bool,
+    /// runc's `--cgroup` arguments (engine::exec_cgroup).
+    pub cgroup: Vec<String>,
 }
 
 /// Moves the calling process into the user namespace of `pid` when it differs from
@@ -247,13 +252,50 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     // Before joining the user namespace: the lock is on a dir of the host's root.
     let building = crate::engine::exec_sockets::Building::enter(&container_dir(root, id))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
-    let r = exec_built(root, id, &c, o);
+    // `"noNewPrivileges": false` in a --process file: libcontainer would load the
+    // seccomp filter too late (engine::seccomp_compat).
+    let copy = seccomp_compat::exec_process_copy(&o.process, &container_dir(root, id))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
+    let o = match &copy {
+        Some(p) => ExecOptions {
+            process: p.clone(),
+            ..o
+        },
+        None => o,
+    };
+    // Before the user namespace is joined: the caller moves between host cgroups.
+    let r = exec_cgroup::Join::enter(c.pid().map(|p| p.as_raw()), &o.cgroup)
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))
+        .and_then(|join| {
+            let sub = join.sub_cgroup();
+            let pid = exec_built(root, id, &c, o, sub)?;
+            join.finish(pid.as_raw())
+                .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
+            Ok(pid)
+        });
+    if let Some(p) = copy {
+        let _ = std::fs::remove_file(p);
+    }
+    // runc's words for a seccomp agent that is not listening (engine::seccomp_compat).
+    let r = r.map_err(|e| {
+        let msg = e.to_string();
+        oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
+            .ok()
+            .and_then(|spec| seccomp_compat::listener_error(&spec, &msg))
+            .map_or(e, |m| EngineError::Lib(LibcontainerError::Other(m)))
+    });
     let removed = building.finish();
     tracing::debug!(removed, "exec notify sockets removed");
     r
 }
 
-fn exec_built(root: &Path, id: &str, c: &Container, o: ExecOptions) -> Result<Pid, EngineError> {
+fn exec_built(
+    root: &Path,
+    id: &str,
+    c: &Container,
+    o: ExecOptions,
+    sub_cgroup: Option<String>,
+) -> Result<Pid, EngineError> {
     if let Some(pid) = c.pid() {
         // Namespaces the container's user namespace does not own (a pod's network
         // namespace) are joined before it, as create did (outer_namespaces).
@@ -274,6 +316,7 @@ fn exec_built(root: &Path, id: &str, c: &Container, o: ExecOptions) -> Result<Pi
         .with_detach(o.detach)
         .with_process(Some(&o.process))
         .with_ignore_paused(o.ignore_paused)
+        .with_sub_cgroup(sub_cgroup)
         .build()?;
     if let Some(p) = pid_file
         && let Err(e) = ensure_pid_file(&p, pid)

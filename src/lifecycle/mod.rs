@@ -9,6 +9,7 @@ pub mod prepare;
 pub mod record;
 mod test_hooks;
 pub mod update;
+pub mod update_order;
 pub mod upper_guard;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,10 @@ pub enum LifecycleError {
     SpecMapping(#[from] crate::userns::SpecMappingError),
     #[error(transparent)]
     Frozen(#[from] crate::engine::frozen_cgroup::FrozenCgroupError),
+    #[error(transparent)]
+    Seccomp(#[from] crate::engine::seccomp_compat::SeccompCompatError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::engine::cgroup_compat::CgroupCompatError),
     #[error("{0}")]
     Other(String),
 }
@@ -146,6 +151,10 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
             Ok(c)
         }
         Err(e) => {
+            let _ = crate::engine::cgroup_compat::remove_extra(
+                &record::dir(&rt.root, &req.id),
+                CGROUP_DRAIN,
+            );
             let _ = prepare::undo(&env, &rec);
             let _ = record::remove(&rt.root, &req.id);
             Err(e)
@@ -181,14 +190,27 @@ fn create_prepared(
     // runc's mount semantics libcontainer 0.7 lacks (engine::mount_compat): spec edits
     // now, the rest inside the container once libcontainer has built it.
     let mount_plan = crate::engine::mount_compat::prepare(&mut spec, &rec.rootfs, bundle)?;
-    // libcontainer would hang in a frozen cgroup (engine::frozen_cgroup).
-    if let (false, Some(cg)) = (
-        rt.systemd,
-        spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()),
-    ) {
-        let mounts = crate::sys::mountinfo::read(None).unwrap_or_default();
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        crate::engine::frozen_cgroup::check(&mounts, &own, &cg)?;
+    // runc's seccomp behaviour where libcontainer 0.7 differs (engine::seccomp_compat).
+    crate::engine::seccomp_compat::fix_spec(&mut spec)?;
+    // runc's cgroup rules where libcgroups differs (engine::cgroup_compat).
+    crate::engine::cgroup_compat::fix_spec(&mut spec);
+    let cgroup_facts = (!rt.systemd).then(|| {
+        (
+            crate::sys::mountinfo::read(None).unwrap_or_default(),
+            std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+        )
+    });
+    if let Some((mounts, own)) = &cgroup_facts {
+        crate::engine::cgroup_compat::check_create(
+            &spec,
+            mounts,
+            own,
+            crate::engine::cgroup_compat::host_is_v2(),
+        )?;
+        // libcontainer would hang in a frozen cgroup (engine::frozen_cgroup).
+        if let Some(cg) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) {
+            crate::engine::frozen_cgroup::check(mounts, own, &cg)?;
+        }
     }
     let spec_dir = record::dir(&rt.root, &req.id);
     // Without a mount namespace of its own, the container gets a private copy of
@@ -245,7 +267,17 @@ fn create_prepared(
                 "unable to start container process: error during container init: {msg}"
             )));
         }
-        (built, _) => built?,
+        (Err(e), None) => {
+            // runc's words for a seccomp agent that is not listening.
+            let msg = e.to_string();
+            return Err(
+                match crate::engine::seccomp_compat::listener_error(&spec, &msg) {
+                    Some(m) => LifecycleError::Other(m),
+                    None => e.into(),
+                },
+            );
+        }
+        (Ok(c), _) => c,
     };
     test_hooks::crash_point("after-libcontainer");
     if let Some(pid) = c.pid()
@@ -258,6 +290,15 @@ fn create_prepared(
         && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid, &baseline)
     {
         let _ = c.delete(true);
+        return Err(e.into());
+    }
+    // Per-device blkio weights and the hierarchies libcgroups leaves out
+    // (engine::cgroup_compat), before the container starts.
+    if let (Some(pid), Some((mounts, own))) = (c.pid(), &cgroup_facts)
+        && let Err(e) =
+            crate::engine::cgroup_compat::after_create(&spec, pid.as_raw(), mounts, own, &spec_dir)
+    {
+        let _ = delete_engine(&mut c, true);
         return Err(e.into());
     }
     // io.latency: written once the cgroup exists (iopolicy::latency says why).
@@ -332,6 +373,8 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
         }
         Err(e) => return Err(e.into()),
     }
+    // The extra cgroups siloc made for the init (engine::cgroup_compat).
+    crate::engine::cgroup_compat::remove_extra(&record::dir(&rt.root, id), CGROUP_DRAIN)?;
     if let Some(rec) = rec {
         let pool = rt.pool();
         let env = Env {

@@ -63,6 +63,10 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
         libcgroups::common::get_cgroup_setup(),
         Ok(libcgroups::common::CgroupSetup::Unified)
     );
+    // runc: unified resources need a pure cgroup v2 host (engine::cgroup_compat).
+    if !v2 && resources.unified().as_ref().is_some_and(|u| !u.is_empty()) {
+        return Err(crate::engine::cgroup_compat::CgroupCompatError::UnifiedOnV1.into());
+    }
     let cgroup_dir = if v2 {
         c.pid()
             .and_then(|p| sys::cgroup::v2_dir_of(Path::new(sys::cgroup::ROOT), p.as_raw()))
@@ -108,6 +112,22 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     if let Some(dir) = &cgroup_dir {
         crate::engine::io_weight::v2_weight_without_overflow(&mut apply, dir);
     }
+    // pids.limit 0 means 1, as at create (engine::cgroup_compat).
+    crate::engine::cgroup_compat::fix_resources(&mut apply);
+    // v1: the cpu controller in an order the kernel accepts (update_order), cpuset
+    // and the rest through libcgroups; per-device blkio weights, which it ignores.
+    let v1_dirs = if v2 {
+        None
+    } else {
+        c.pid().map(|p| v1_dirs(p.as_raw()))
+    };
+    let v1_cpu = match (&v1_dirs, apply.cpu().clone()) {
+        (Some(d), Some(cpu)) if d.cpu.is_some() => {
+            apply.set_cpu(Some(super::update_order::cpuset_only(&cpu)));
+            Some(cpu)
+        }
+        _ => None,
+    };
     let manager = create_cgroup_manager(CgroupConfig {
         cgroup_path: c.spec()?.cgroup_path,
         systemd_cgroup: c.systemd(),
@@ -119,6 +139,18 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
         oom_score_adj: None,
         freezer_state: None,
     })?;
+    if let (Some(cpu), Some(V1Dirs { cpu: Some(dir), .. })) = (&v1_cpu, &v1_dirs) {
+        super::update_order::write_v1_cpu(dir, cpu)?;
+    }
+    if let (
+        Some(b),
+        Some(V1Dirs {
+            blkio: Some(dir), ..
+        }),
+    ) = (apply.block_io(), &v1_dirs)
+    {
+        crate::engine::cgroup_compat::apply_weight_devices(dir, b)?;
+    }
     if v2 && !lifted.is_empty() {
         let dir = cgroup_dir
             .ok_or_else(|| anyhow::anyhow!("lift a limit: cannot find the container's cgroup"))?;
@@ -136,6 +168,31 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     let body = serde_json::to_vec_pretty(&spec)?;
     sys::fs::write_atomic(&spec_path, &body)?;
     Ok(())
+}
+
+/// A running container's v1 cpu and blkio directories.
+struct V1Dirs {
+    cpu: Option<PathBuf>,
+    blkio: Option<PathBuf>,
+}
+
+/// The v1 cpu and blkio cgroup directories of process `pid`.
+fn v1_dirs(pid: i32) -> V1Dirs {
+    use crate::engine::cgroup_compat::{hierarchies, path_in};
+    let mounts = sys::mountinfo::read(None).unwrap_or_default();
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let all = hierarchies(&mounts);
+    let dir = |ctl: &str| {
+        let h = all
+            .iter()
+            .find(|h| !h.v2 && h.controllers.iter().any(|c| c == ctl))?;
+        let rel = path_in(&own, h)?;
+        Some(h.mount_point.join(rel.trim_start_matches('/')))
+    };
+    V1Dirs {
+        cpu: dir("cpu"),
+        blkio: dir("blkio"),
+    }
 }
 
 /// The whole disks behind container `id`'s writable layer and volumes: those found

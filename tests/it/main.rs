@@ -13,6 +13,7 @@
 mod common;
 
 mod bad_input;
+mod cgroup_compat;
 mod idmapped_mounts;
 mod image;
 mod iopolicy;
@@ -22,6 +23,7 @@ mod mounted_overlay;
 mod numa;
 mod rootfs_legacy;
 mod scenario;
+mod seccomp_compat;
 mod security;
 mod spec_features;
 mod stress;

@@ -1,0 +1,519 @@
+//! runc's cgroup behaviour where libcgroups 0.7 (cgroupfs driver) differs, mostly on
+//! cgroup v1 and the v1/v2 hybrid (v1 controllers, an empty cgroup2 at
+//! /sys/fs/cgroup/unified).
+//!
+//! - `linux.resources.unified` on a host that is not pure cgroup v2: refused with
+//!   runc's "invalid configuration: cannot use unified on cgroup v1" (libcgroups'
+//!   v1 manager ignores it silently).
+//! - `pids.limit` 0 means 1: runc writes `pids.max` 1, as systemd's TasksMax does (it
+//!   has no 0); libcgroups writes `max` for anything below 1 (runc's cgroups fs/pids.go).
+//!   libcontainer cannot start under a limit of 1 at all: its intermediate process
+//!   joins the cgroup, applies the limits, then forks the init (EAGAIN). So 0 and 1
+//!   reach libcontainer as 0 (`max`), and siloc writes `pids.max` 1 once the
+//!   intermediate process is gone, before the container starts ([`after_create`]).
+//! - A cgroup that already holds processes is refused with runc's "container's cgroup
+//!   is not empty: N process(es) found" (runc 1.2+, libcontainer/factory_linux.go;
+//!   libcgroups joins it and the delete then kills the strangers).
+//! - `blockIO.weightDevice` on v1: per-device weights written to
+//!   `blkio.bfq.weight_device` (or `blkio.weight_device` without BFQ files) and
+//!   `blkio.leaf_weight_device`, as runc's fs/blkio.go; libcgroups ignores them. The
+//!   kernel takes a per-device BFQ weight only for a disk whose scheduler is bfq
+//!   (EOPNOTSUPP otherwise, in runc too).
+//! - The init joins the hierarchies libcgroups' v1 manager leaves out: the named
+//!   ones (`name=systemd`) and, on the hybrid, the unified one, at the container's
+//!   cgroup path, as runc's fs manager does; the directories siloc made are recorded
+//!   and removed at delete ([`remove_extra`]).
+//!
+//! The systemd driver is left alone (systemd owns those cgroups).
+
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxBlockIo, Spec};
+
+use crate::sys::mountinfo::Mount;
+
+/// The file, in the container's record dir, listing the extra cgroup directories
+/// siloc made for it (one absolute path a line, parents first).
+pub const EXTRA_CGROUPS_FILE: &str = "extra-cgroups";
+
+/// Errors, in runc's words where runc has them.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupCompatError {
+    #[error("invalid configuration: cannot use unified on cgroup v1")]
+    UnifiedOnV1,
+    #[error("container's cgroup is not empty: {count} process(es) found ({dir})")]
+    NotEmpty { count: usize, dir: PathBuf },
+    #[error("failed to write {value:?}: write {path}: {msg}")]
+    Write {
+        value: String,
+        path: PathBuf,
+        msg: String,
+    },
+    #[error("{path}: {msg}")]
+    Io { path: PathBuf, msg: String },
+}
+
+/// One cgroup hierarchy of the host: its mount point, its v1 controllers (or its
+/// `name=` for a named one), whether it is the cgroup2 one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub mount_point: PathBuf,
+    /// v1: the controllers (`cpu`, `cpuacct`) or `name=systemd`; empty for cgroup2.
+    pub controllers: Vec<String>,
+    pub v2: bool,
+}
+
+impl Hierarchy {
+    /// A named v1 hierarchy (no controllers, `name=...`).
+    pub fn named(&self) -> bool {
+        self.controllers.iter().any(|c| c.starts_with("name="))
+    }
+}
+
+/// v1 controllers of the kernel (cgroup-v1/*.rst); a mount's super options also hold
+/// `rw` and such.
+const V1_CONTROLLERS: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "devices",
+    "freezer",
+    "net_cls",
+    "net_prio",
+    "blkio",
+    "perf_event",
+    "hugetlb",
+    "pids",
+    "rdma",
+    "misc",
+];
+
+/// The cgroup hierarchies in `mounts` (each once, the first mount of it).
+pub fn hierarchies(mounts: &[Mount]) -> Vec<Hierarchy> {
+    let mut out: Vec<Hierarchy> = Vec::new();
+    for m in mounts {
+        let h = match m.fs_type.as_str() {
+            "cgroup2" => Hierarchy {
+                mount_point: m.mount_point.clone(),
+                controllers: Vec::new(),
+                v2: true,
+            },
+            "cgroup" => Hierarchy {
+                mount_point: m.mount_point.clone(),
+                controllers: m
+                    .super_options
+                    .iter()
+                    .filter(|o| V1_CONTROLLERS.contains(&o.as_str()) || o.starts_with("name="))
+                    .cloned()
+                    .collect(),
+                v2: false,
+            },
+            _ => continue,
+        };
+        if !out
+            .iter()
+            .any(|o| o.v2 == h.v2 && o.controllers == h.controllers)
+        {
+            out.push(h);
+        }
+    }
+    out
+}
+
+/// The path of process-cgroup file `own` (/proc/PID/cgroup) in hierarchy `h`.
+pub fn path_in(own: &str, h: &Hierarchy) -> Option<String> {
+    own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = if h.v2 {
+            ctl.is_empty()
+        } else {
+            !ctl.is_empty() && ctl.split(',').eq(h.controllers.iter().map(String::as_str))
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// The directory a cgroupfs `cgroups_path` names in `h`: below the hierarchy's root
+/// when absolute, below siloc's own cgroup (`own`, /proc/self/cgroup) when relative.
+pub fn dir_in(h: &Hierarchy, own: &str, cgroups_path: &Path) -> PathBuf {
+    let base = if cgroups_path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        PathBuf::from(path_in(own, h).unwrap_or_else(|| "/".into()))
+    };
+    let rel = base.join(cgroups_path);
+    h.mount_point.join(rel.strip_prefix("/").unwrap_or(&rel))
+}
+
+/// Whether the host is pure cgroup v2 (libcgroups' "unified" setup).
+pub fn host_is_v2() -> bool {
+    crate::sys::cgroup::is_v2(Path::new(crate::sys::cgroup::ROOT))
+}
+
+/// The hierarchies libcgroups' v1 manager does not join: named v1 ones and, on the
+/// hybrid, the cgroup2 one. Empty on a pure v2 host.
+pub fn extra_hierarchies(all: &[Hierarchy]) -> Vec<Hierarchy> {
+    if all.iter().all(|h| h.v2) {
+        return Vec::new();
+    }
+    all.iter().filter(|h| h.v2 || h.named()).cloned().collect()
+}
+
+/// Adjusts the final spec for libcontainer: `pids.limit` 1 becomes 0, which siloc
+/// writes as 1 after create (module doc).
+pub fn fix_spec(spec: &mut Spec) {
+    if let Some(p) = spec
+        .linux_mut()
+        .as_mut()
+        .and_then(|l| l.resources_mut().as_mut())
+        .and_then(|r| r.pids_mut().as_mut())
+        && p.limit() == 1
+    {
+        p.set_limit(0);
+    }
+}
+
+/// Whether `spec` asks for `pids.max` 1 (limit 0 or 1).
+fn wants_one_pid(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.pids().as_ref())
+        .is_some_and(|p| matches!(p.limit(), 0 | 1))
+}
+
+/// `pids.limit` 0 becomes 1 in `r`, for `update` of a running container (runc's
+/// fs/pids.go).
+pub fn fix_resources(r: &mut oci_spec::runtime::LinuxResources) {
+    if let Some(p) = r.pids_mut().as_mut()
+        && p.limit() == 0
+    {
+        p.set_limit(1);
+    }
+}
+
+/// The checks before anything is made, for the cgroupfs driver: unified resources on
+/// a host that is not pure v2, and a cgroup that already holds processes (counted in
+/// the v1 devices hierarchy, or the v2 one, recursively, as runc's GetAllPids).
+///
+/// Errors: [`CgroupCompatError::UnifiedOnV1`], [`CgroupCompatError::NotEmpty`].
+pub fn check_create(
+    spec: &Spec,
+    mounts: &[Mount],
+    own: &str,
+    host_v2: bool,
+) -> Result<(), CgroupCompatError> {
+    let linux = spec.linux().as_ref();
+    let unified = linux
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.unified().as_ref())
+        .is_some_and(|u| !u.is_empty());
+    if unified && !host_v2 {
+        return Err(CgroupCompatError::UnifiedOnV1);
+    }
+    let Some(cg) = linux.and_then(|l| l.cgroups_path().clone()) else {
+        return Ok(());
+    };
+    let all = hierarchies(mounts);
+    let probe = all.iter().find(|h| {
+        if host_v2 {
+            h.v2
+        } else {
+            h.controllers.iter().any(|c| c == "devices")
+        }
+    });
+    if let Some(h) = probe {
+        let dir = dir_in(h, own, &cg);
+        let count = count_procs(&dir);
+        if count > 0 {
+            return Err(CgroupCompatError::NotEmpty { count, dir });
+        }
+    }
+    Ok(())
+}
+
+/// Processes in cgroup `dir` and below (0 when it does not exist).
+fn count_procs(dir: &Path) -> usize {
+    let own = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|s| s.lines().filter(|l| !l.trim().is_empty()).count())
+        .unwrap_or(0);
+    let below: usize = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| count_procs(&e.path()))
+        .sum();
+    own + below
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupCompatError> {
+    std::fs::write(path, value).map_err(|e| CgroupCompatError::Write {
+        value: value.to_string(),
+        path: path.to_path_buf(),
+        msg: e
+            .raw_os_error()
+            .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
+            .unwrap_or_else(|| e.to_string()),
+    })
+}
+
+/// Writes `b`'s per-device weights into v1 blkio cgroup `dir` (module doc).
+///
+/// Errors: [`CgroupCompatError::Write`] naming the file and value (the kernel refuses
+/// a BFQ weight for a disk not under bfq with EOPNOTSUPP).
+pub fn apply_weight_devices(dir: &Path, b: &LinuxBlockIo) -> Result<(), CgroupCompatError> {
+    let Some(devs) = b.weight_device().as_ref() else {
+        return Ok(());
+    };
+    let file = if dir.join("blkio.bfq.weight").exists() {
+        "blkio.bfq.weight_device"
+    } else {
+        "blkio.weight_device"
+    };
+    for d in devs {
+        if let Some(w) = d.weight().filter(|w| *w != 0) {
+            write(&dir.join(file), &format!("{}:{} {w}", d.major(), d.minor()))?;
+        }
+        if let Some(w) = d.leaf_weight().filter(|w| *w != 0) {
+            write(
+                &dir.join("blkio.leaf_weight_device"),
+                &format!("{}:{} {w}", d.major(), d.minor()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The v1 directory of controller `ctl` of process `pid`, when the host has a v1
+/// hierarchy with it.
+pub fn v1_dir_of(mounts: &[Mount], pid: i32, ctl: &str) -> Option<PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let h = hierarchies(mounts)
+        .into_iter()
+        .find(|h| !h.v2 && h.controllers.iter().any(|c| c == ctl))?;
+    let rel = path_in(&own, &h)?;
+    Some(h.mount_point.join(rel.trim_start_matches('/')))
+}
+
+/// The directory holding process `pid`'s `pids.max`: its v1 pids cgroup, else its
+/// cgroup v2 one.
+fn pids_dir_of(mounts: &[Mount], pid: i32) -> Option<PathBuf> {
+    v1_dir_of(mounts, pid, "pids").or_else(|| {
+        let h = hierarchies(mounts).into_iter().find(|h| h.v2)?;
+        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let rel = path_in(&own, &h)?;
+        Some(h.mount_point.join(rel.trim_start_matches('/')))
+    })
+}
+
+/// What create does once libcontainer made the cgroups, before the container starts:
+/// the per-device blkio weights, and the init `pid` into the extra hierarchies at
+/// `cgroups_path` (made where missing; those made are listed in `record_dir`'s
+/// [`EXTRA_CGROUPS_FILE`], for [`remove_extra`]).
+///
+/// Errors: a weight or a `cgroup.procs` write is refused; the list cannot be written.
+pub fn after_create(
+    spec: &Spec,
+    pid: i32,
+    mounts: &[Mount],
+    own: &str,
+    record_dir: &Path,
+) -> Result<(), CgroupCompatError> {
+    let linux = spec.linux().as_ref();
+    if let (Some(b), Some(dir)) = (
+        linux
+            .and_then(|l| l.resources().as_ref())
+            .and_then(|r| r.block_io().as_ref()),
+        v1_dir_of(mounts, pid, "blkio"),
+    ) {
+        apply_weight_devices(&dir, b)?;
+    }
+    if wants_one_pid(spec)
+        && let Some(dir) = pids_dir_of(mounts, pid)
+    {
+        write(&dir.join("pids.max"), "1")?;
+    }
+    let Some(cg) = linux.and_then(|l| l.cgroups_path().clone()) else {
+        return Ok(());
+    };
+    let mut made = Vec::new();
+    let r = join_extra(mounts, own, &cg, pid, &mut made);
+    if !made.is_empty() {
+        let list: String = made.iter().map(|d| format!("{}\n", d.display())).collect();
+        let path = record_dir.join(EXTRA_CGROUPS_FILE);
+        crate::sys::fs::write_atomic(&path, list.as_bytes()).map_err(|e| {
+            CgroupCompatError::Io {
+                path,
+                msg: e.to_string(),
+            }
+        })?;
+    }
+    r
+}
+
+fn join_extra(
+    mounts: &[Mount],
+    own: &str,
+    cg: &Path,
+    pid: i32,
+    made: &mut Vec<PathBuf>,
+) -> Result<(), CgroupCompatError> {
+    for h in extra_hierarchies(&hierarchies(mounts)) {
+        let dir = dir_in(&h, own, cg);
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|d| d.starts_with(&h.mount_point) && *d != h.mount_point && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        for d in missing.iter().rev() {
+            std::fs::create_dir(d).map_err(|e| CgroupCompatError::Io {
+                path: d.clone(),
+                msg: e.to_string(),
+            })?;
+            made.push(d.clone());
+        }
+        write(&dir.join("cgroup.procs"), &pid.to_string())?;
+    }
+    Ok(())
+}
+
+/// Removes the extra cgroup directories listed in `record_dir` (deepest first);
+/// gone ones are fine. Waits up to `wait` for the last processes to leave.
+///
+/// Errors: a directory still busy after `wait`.
+pub fn remove_extra(record_dir: &Path, wait: std::time::Duration) -> Result<(), CgroupCompatError> {
+    let path = record_dir.join(EXTRA_CGROUPS_FILE);
+    let Ok(list) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let deadline = std::time::Instant::now() + wait;
+    for d in list
+        .lines()
+        .rev()
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+    {
+        loop {
+            match std::fs::remove_dir(&d) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    return Err(CgroupCompatError::Io {
+                        path: d,
+                        msg: e.to_string(),
+                    });
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const HYBRID: &str = "\
+30 25 0:26 / /sys/fs/cgroup ro - tmpfs tmpfs ro,mode=755\n\
+31 30 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n\
+32 30 0:28 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n\
+33 30 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+34 30 0:30 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n";
+
+    fn spec(v: serde_json::Value) -> Spec {
+        serde_json::from_value(json!({"ociVersion": "1.0.2", "root": {"path": "rootfs"},
+            "linux": v}))
+        .unwrap()
+    }
+
+    #[test]
+    fn hybrid_extras_are_the_named_and_the_unified_hierarchy() {
+        let all = hierarchies(&crate::sys::mountinfo::parse(HYBRID));
+        assert_eq!(all.len(), 4);
+        let extra = extra_hierarchies(&all);
+        let points: Vec<_> = extra.iter().map(|h| h.mount_point.clone()).collect();
+        assert_eq!(
+            points,
+            vec![
+                PathBuf::from("/sys/fs/cgroup/unified"),
+                PathBuf::from("/sys/fs/cgroup/systemd")
+            ]
+        );
+        let own = "2:cpu,cpuacct:/a\n1:name=systemd:/user.slice\n0::/user.slice/x\n";
+        assert_eq!(path_in(own, &all[2]).as_deref(), Some("/a"));
+        assert_eq!(
+            dir_in(&extra[0], own, Path::new("/c1")),
+            PathBuf::from("/sys/fs/cgroup/unified/c1")
+        );
+        assert_eq!(
+            dir_in(&extra[1], own, Path::new("c1")),
+            PathBuf::from("/sys/fs/cgroup/systemd/user.slice/c1")
+        );
+        // pure v2: nothing extra
+        let v2 = "31 25 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert!(extra_hierarchies(&hierarchies(&crate::sys::mountinfo::parse(v2))).is_empty());
+    }
+
+    #[test]
+    fn unified_resources_refused_unless_pure_v2() {
+        let s = spec(json!({"resources": {"unified": {"pids.max": "10"}}}));
+        let m = crate::sys::mountinfo::parse(HYBRID);
+        assert_eq!(
+            check_create(&s, &m, "", false).unwrap_err().to_string(),
+            "invalid configuration: cannot use unified on cgroup v1"
+        );
+        check_create(&s, &m, "", true).unwrap();
+        let empty = spec(json!({"resources": {"unified": {}}}));
+        check_create(&empty, &m, "", false).unwrap();
+    }
+
+    #[test]
+    fn pids_limit_one_reaches_libcontainer_as_zero() {
+        let limit = |s: &Spec| {
+            let r = s.linux().as_ref().unwrap().resources().as_ref().unwrap();
+            r.pids().as_ref().unwrap().limit()
+        };
+        for (given, libcontainer, one) in
+            [(0, 0, true), (1, 0, true), (2, 2, false), (-1, -1, false)]
+        {
+            let mut s = spec(json!({"resources": {"pids": {"limit": given}}}));
+            assert_eq!(wants_one_pid(&s), one);
+            fix_spec(&mut s);
+            assert_eq!(limit(&s), libcontainer, "{given}");
+        }
+        let mut r: oci_spec::runtime::LinuxResources =
+            serde_json::from_value(json!({"pids": {"limit": 0}})).unwrap();
+        fix_resources(&mut r);
+        assert_eq!(r.pids().as_ref().unwrap().limit(), 1);
+    }
+
+    #[test]
+    fn weight_devices_go_to_the_bfq_file_when_there_is_one() {
+        let d = tempfile::tempdir().unwrap();
+        let b: LinuxBlockIo = serde_json::from_value(json!({"weightDevice": [
+            {"major": 7, "minor": 0, "weight": 300}, {"major": 8, "minor": 0, "leafWeight": 20}]}))
+        .unwrap();
+        std::fs::write(d.path().join("blkio.bfq.weight"), "100").unwrap();
+        apply_weight_devices(d.path(), &b).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("blkio.bfq.weight_device")).unwrap(),
+            "7:0 300"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("blkio.leaf_weight_device")).unwrap(),
+            "8:0 20"
+        );
+        std::fs::remove_file(d.path().join("blkio.bfq.weight")).unwrap();
+        apply_weight_devices(d.path(), &b).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("blkio.weight_device")).unwrap(),
+            "7:0 300"
+        );
+    }
+}

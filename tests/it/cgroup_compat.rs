@@ -1,0 +1,444 @@
+//! runc's cgroup behaviour on cgroup v1 and the v1/v2 hybrid (src/engine/cgroup_compat.rs,
+//! src/engine/exec_cgroup.rs, src/lifecycle/update_order.rs) with real containers.
+//! Each test touches only cgroups named after its own unique ids, removed in guards
+//! that run on failure too. Needs root and a host that is not pure cgroup v2; skips
+//! loudly otherwise.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Container, TestEnv};
+use serde_json::{Value, json};
+
+const CG: &str = "/sys/fs/cgroup";
+
+/// Skips unless the host has v1 controllers (v1 or the hybrid).
+macro_rules! needs_v1 {
+    () => {
+        needs_root!();
+        if Path::new(CG).join("cgroup.controllers").exists() {
+            eprintln!("SKIP: needs cgroup v1 or the v1/v2 hybrid (hack/vm covers pure v2)");
+            return;
+        }
+    };
+}
+
+/// Every hierarchy's mount point (v1 ones and the hybrid's unified one).
+fn hierarchies() -> Vec<PathBuf> {
+    std::fs::read_dir(CG)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("cgroup.procs").exists())
+        .collect()
+}
+
+/// Removes cgroup `rel` (and what it holds, deepest first) in every hierarchy, killing
+/// the processes left in it: for cgroups a test made itself.
+struct CgroupGuard(String);
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        for h in hierarchies() {
+            let dir = h.join(self.0.trim_start_matches('/'));
+            let mut dirs: Vec<PathBuf> = walk(&dir);
+            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+            for d in dirs {
+                for pid in std::fs::read_to_string(d.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                {
+                    if let Ok(p) = pid.trim().parse::<i32>() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(p),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+                for _ in 0..100 {
+                    if std::fs::remove_dir(&d).is_ok() || !d.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    if !dir.is_dir() {
+        return Vec::new();
+    }
+    let mut out = vec![dir.to_path_buf()];
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    let p = path.as_ref();
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .trim()
+        .to_string()
+}
+
+fn init_pid(env: &TestEnv, id: &str) -> i32 {
+    env.state(id)["pid"].as_i64().unwrap() as i32
+}
+
+/// The `N:controllers:path` line of /proc/PID/cgroup for `key` (`name=systemd`,
+/// `pids`, or `""` for the unified hierarchy), its path.
+fn cgroup_of(pid: i32, key: &str) -> String {
+    read(format!("/proc/{pid}/cgroup"))
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, k, p) = (f.next()?, f.next()?, f.next()?);
+            (k == key).then(|| p.to_string())
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn unified_resources_are_refused_on_v1_and_leave_nothing() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["linux"]["resources"] = json!({"unified": {"pids.max": "10"}}));
+    let id = env.id("unified");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    // Before: created, the unified resources silently ignored.
+    assert!(!ok);
+    assert!(
+        err.contains("invalid configuration: cannot use unified on cgroup v1"),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+}
+
+#[test]
+fn pids_limit_zero_and_one_mean_one() {
+    needs_v1!();
+    let env = TestEnv::new();
+    for limit in [0, 1] {
+        let id = env.id(&format!("pids{limit}"));
+        let mut b = env.bundle(&format!("b{limit}"), &["sleep", "1000"]);
+        b.edit(|s| s["linux"]["resources"] = json!({"pids": {"limit": limit}}));
+        // Before: 0 gave `max`, 1 failed ("failed to launch init process").
+        let c = Container::create(&env, &b, &id);
+        assert_eq!(read(format!("{CG}/pids/siloc-{id}/pids.max")), "1");
+        env.ok(&["start", &id]);
+        assert!(c.wait_status("running", 5));
+        assert_eq!(read(format!("{CG}/pids/siloc-{id}/pids.current")), "1");
+    }
+}
+
+#[test]
+fn a_cgroup_holding_processes_is_refused() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let rel = format!("/{}", env.id("busy"));
+    let _g = CgroupGuard(rel.clone());
+    let dir = Path::new(CG).join("devices").join(&rel[1..]);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    std::fs::write(dir.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = Value::from(rel.clone()));
+    let id = env.id("c");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    let alive = sleeper.try_wait().unwrap().is_none();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    // Before: created in it (and the delete then killed the stranger).
+    assert!(!ok);
+    assert!(
+        err.contains("container's cgroup is not empty: 1 process(es) found"),
+        "{err}"
+    );
+    assert!(alive, "the process already in the cgroup was killed");
+    env.assert_no_trace(&id);
+}
+
+/// A loop device over a file in `dir`, detached when dropped.
+struct Loop(String);
+
+impl Loop {
+    fn new(dir: &Path) -> Option<Loop> {
+        let img = dir.join("loop.img");
+        std::fs::File::create(&img).ok()?.set_len(16 << 20).ok()?;
+        let o = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+            .ok()?;
+        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        (o.status.success() && !dev.is_empty()).then_some(Loop(dev))
+    }
+
+    fn name(&self) -> &str {
+        self.0.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn per_device_bfq_weights_are_written() {
+    needs_v1!();
+    let env = TestEnv::new();
+    // The test's own loop device under bfq: the host's disks are left alone.
+    let Some(lo) = Loop::new(env.dir.path()) else {
+        eprintln!("SKIP: needs losetup and a free loop device");
+        return;
+    };
+    let sched = Path::new("/sys/block")
+        .join(lo.name())
+        .join("queue/scheduler");
+    if std::fs::write(&sched, "bfq").is_err() {
+        eprintln!("SKIP: bfq is not available for {}", lo.0);
+        return;
+    }
+    let mm = read(Path::new("/sys/block").join(lo.name()).join("dev"));
+    let (major, minor) = mm.split_once(':').unwrap();
+    let (major, minor): (i64, i64) = (major.parse().unwrap(), minor.parse().unwrap());
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| {
+        s["linux"]["resources"] = json!({"blockIO": {"weight": 200,
+            "weightDevice": [{"major": major, "minor": minor, "weight": 300}]}});
+    });
+    let id = env.id("bfq");
+    let c = Container::create(&env, &b, &id);
+    let file = format!("{CG}/blkio/siloc-{id}/blkio.bfq.weight_device");
+    // Before: only "default 200" (libcgroups ignores weightDevice).
+    assert!(
+        read(&file).lines().any(|l| l == format!("{mm} 300")),
+        "{}",
+        read(&file)
+    );
+    let upd =
+        json!({"blockIO": {"weightDevice": [{"major": major, "minor": minor, "weight": 400}]}});
+    let mut child = env
+        .cmd(&["update", "-r", "-", &id])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(upd.to_string().as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        read(&file).lines().any(|l| l == format!("{mm} 400")),
+        "{}",
+        read(&file)
+    );
+    drop(c);
+    env.assert_no_trace(&id);
+}
+
+#[test]
+fn init_and_exec_join_the_named_and_unified_hierarchies() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("extra");
+    let want = format!("/siloc-{id}");
+    {
+        let _c = Container::start(&env, &b, &id);
+        let init = init_pid(&env, &id);
+        let extras: Vec<&str> = ["name=systemd", ""]
+            .into_iter()
+            .filter(|k| !cgroup_of(std::process::id() as i32, k).is_empty())
+            .collect();
+        assert!(
+            !extras.is_empty(),
+            "no named or unified hierarchy on this host"
+        );
+        for k in &extras {
+            // Before: the init stayed in the caller's cgroup there.
+            assert_eq!(cgroup_of(init, k), want, "init in {k:?}");
+        }
+        let pid_file = env.dir.path().join("exec.pid");
+        let pf = pid_file.display().to_string();
+        let (ok, _, err) = env.detached(&["exec", "-d", "--pid-file", &pf, &id, "sleep", "1000"]);
+        assert!(ok, "{err}");
+        let pid: i32 = read(&pid_file).parse().unwrap();
+        for k in extras.iter().chain(&["pids", "memory"]) {
+            assert_eq!(cgroup_of(pid, k), want, "exec in {k:?}");
+        }
+        // siloc went back to its own cgroups.
+        assert_ne!(cgroup_of(std::process::id() as i32, extras[0]), want);
+
+        // --cgroup: a missing sub-cgroup is refused, per controller and for all.
+        let exec = |args: &[&str]| {
+            let mut a = vec!["exec"];
+            a.extend_from_slice(args);
+            a.extend_from_slice(&[id.as_str(), "true"]);
+            let o = env.siloc(&a);
+            (
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        };
+        let (code, err) = exec(&["--cgroup", "nosuch"]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("nosuch/cgroup.procs: no such file or directory"),
+            "{err}"
+        );
+        let (code, err) = exec(&["--cgroup", "pids:../.."]);
+        assert_ne!(code, 0);
+        assert!(err.contains("bad sub cgroup path: ../.."), "{err}");
+        let (code, err) = exec(&["--cgroup", "a", "--cgroup", "pids:b"]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("invalid --cgroup argument: a (missing <controller>: prefix)"),
+            "{err}"
+        );
+        // Per controller: pids in the sub-cgroup, the rest in the container's.
+        std::fs::create_dir(format!("{CG}/pids/siloc-{id}/sub")).unwrap();
+        let (ok, _, err) = env.detached(&[
+            "exec",
+            "-d",
+            "--pid-file",
+            &pf,
+            "--cgroup",
+            "pids:sub",
+            &id,
+            "sleep",
+            "1000",
+        ]);
+        assert!(ok, "{err}");
+        let pid: i32 = read(&pid_file).parse().unwrap();
+        assert_eq!(cgroup_of(pid, "pids"), format!("{want}/sub"));
+        assert_eq!(cgroup_of(pid, "memory"), want);
+    }
+    env.assert_no_trace(&id);
+}
+
+fn update(env: &TestEnv, id: &str, args: &[&str]) -> (bool, String) {
+    let mut a = vec!["update"];
+    a.extend_from_slice(args);
+    a.push(id);
+    let o = env.siloc(&a);
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn update_json(env: &TestEnv, id: &str, v: Value) -> (bool, String) {
+    use std::io::Write;
+    let mut child = env
+        .cmd(&["update", "-r", "-", id])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(v.to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn update_writes_cpu_limits_in_an_order_the_kernel_accepts() {
+    needs_v1!();
+    let env = TestEnv::new();
+    // A pod cgroup with its own limit: half a CPU.
+    let pod = format!("/{}", env.id("pod"));
+    let _g = CgroupGuard(pod.clone());
+    let pod_cpu = Path::new(CG).join("cpu").join(&pod[1..]);
+    std::fs::create_dir_all(&pod_cpu).unwrap();
+    std::fs::write(pod_cpu.join("cpu.cfs_period_us"), "100000").unwrap();
+    std::fs::write(pod_cpu.join("cpu.cfs_quota_us"), "50000").unwrap();
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| {
+        s["linux"]["cgroupsPath"] = Value::from(format!("{pod}/ctr"));
+        s["linux"]["resources"] = json!({"cpu": {"period": 100000, "quota": 50000, "shares": 512}});
+    });
+    let id = env.id("upd");
+    let _c = Container::start(&env, &b, &id);
+    let ctr = pod_cpu.join("ctr");
+    let f = |name: &str| read(ctr.join(name));
+    // A shorter period: the old quota over it would exceed the pod's half CPU.
+    let (ok, err) = update(
+        &env,
+        &id,
+        &["--cpu-period", "50000", "--cpu-quota", "25000"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        (f("cpu.cfs_period_us"), f("cpu.cfs_quota_us")),
+        ("50000".into(), "25000".into())
+    );
+    // A quota below the current burst, with a smaller burst.
+    let (ok, err) = update(&env, &id, &["--cpu-burst", "20000"]);
+    assert!(ok, "{err}");
+    let (ok, err) = update(&env, &id, &["--cpu-quota", "10000", "--cpu-burst", "5000"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        (f("cpu.cfs_quota_us"), f("cpu.cfs_burst_us")),
+        ("10000".into(), "5000".into())
+    );
+    // cpu.idle: later updates still work (shares are not written while idle), and
+    // leaving idle takes the shares again.
+    let (ok, err) = update_json(&env, &id, json!({"cpu": {"idle": 1}}));
+    assert!(ok, "{err}");
+    assert_eq!(f("cpu.idle"), "1");
+    let (ok, err) = update(&env, &id, &["--pids-limit", "30"]);
+    assert!(ok, "{err}");
+    let (ok, err) = update_json(&env, &id, json!({"cpu": {"idle": 0, "shares": 300}}));
+    assert!(ok, "{err}");
+    assert_eq!((f("cpu.idle"), f("cpu.shares")), ("0".into(), "300".into()));
+    // Before: each of the above failed with EINVAL.
+}
+
+#[test]
+fn update_writes_rt_period_before_a_larger_runtime() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("rt");
+    let _c = Container::start(&env, &b, &id);
+    let dir = Path::new(CG).join("cpu").join(format!("siloc-{id}"));
+    if !dir.join("cpu.rt_runtime_us").exists() {
+        eprintln!("SKIP: no CONFIG_RT_GROUP_SCHED");
+        return;
+    }
+    // The runtime is larger than the current period (1 s): the period goes first.
+    let (ok, err) = update(
+        &env,
+        &id,
+        &["--cpu-rt-period", "2000000", "--cpu-rt-runtime", "1500000"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(read(dir.join("cpu.rt_period_us")), "2000000");
+    assert_eq!(read(dir.join("cpu.rt_runtime_us")), "1500000");
+}
