@@ -122,10 +122,20 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     p.set_user(user);
     if !a.cap.is_empty() {
         let mut caps = p.capabilities().clone().unwrap_or_default();
+        let supported = crate::lifecycle::spec_compat::supported_caps();
+        let mut unknown = Vec::new();
         for name in &a.cap {
-            // The spec's JSON form (CAP_CHOWN) is what users write.
-            let c: Capability = serde_json::from_value(serde_json::Value::from(name.as_str()))
-                .map_err(|_| anyhow::anyhow!("--cap {name:?}: unknown capability"))?;
+            // The spec's JSON form (CAP_CHOWN) is what users write. runc leaves out a
+            // capability it does not know, or the kernel lacks, with a warning.
+            let known =
+                serde_json::from_value::<Capability>(serde_json::Value::from(name.as_str()));
+            let c = match known {
+                Ok(c) if crate::lifecycle::spec_compat::cap_is_usable(name, &supported) => c,
+                _ => {
+                    unknown.push(name.clone());
+                    continue;
+                }
+            };
             let add = |set: &Option<std::collections::HashSet<Capability>>| {
                 let mut s = set.clone().unwrap_or_default();
                 s.insert(c);
@@ -135,6 +145,14 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
             caps.set_effective(add(caps.effective()));
             caps.set_permitted(add(caps.permitted()));
             caps.set_ambient(add(caps.ambient()));
+        }
+        if !unknown.is_empty() {
+            unknown.sort();
+            unknown.dedup();
+            tracing::warn!(
+                "{}",
+                crate::lifecycle::spec_compat::unknown_caps_warning(&unknown)
+            );
         }
         p.set_capabilities(Some(caps));
     }
@@ -160,13 +178,15 @@ fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
     Ok(Spec::load(c.bundle().join("config.json"))?)
 }
 
-/// Whether a process.json asks for a terminal; its args, cwd and env are checked on
-/// the way ([`crate::lifecycle::bundle::check_env`]).
-fn checked_process(path: &std::path::Path) -> anyhow::Result<Process> {
+/// The process of a process.json at `path`; errors name the file as `shown` (the
+/// caller's --process) and its field. Its args, cwd and env are checked on the way
+/// ([`crate::lifecycle::bundle::check_env`]).
+fn checked_process(path: &std::path::Path, shown: &std::path::Path) -> anyhow::Result<Process> {
     let text =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--process {}: {e}", shown.display()))?;
     let p: Process = serde_json::from_slice(&text)
-        .map_err(|e| anyhow::anyhow!("--process {}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("--process {}: {e}", shown.display()))?;
+    let path = shown;
     let program = p.args().as_ref().and_then(|a| a.first());
     if program.is_none_or(|a0| a0.is_empty()) {
         anyhow::bail!(
@@ -202,31 +222,42 @@ pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // under the state root), created new (O_EXCL: no symlink followed, 0600) and
     // removed when dropped: a plain write to a fixed name in a world-writable /tmp let
     // any user plant a symlink there and have root overwrite its target.
-    let mut generated = None;
-    let process = match &a.process {
-        Some(p) => crate::sys::paths::absolute_clean(p)?,
-        None => {
-            let p = process_from_args(&container_spec(ctx, &a.id)?, &a)?;
-            let rec = record::dir(&ctx.root, &a.id);
-            let dir = if rec.is_dir() {
-                rec
-            } else {
-                std::env::temp_dir()
-            };
-            let path = dir.join(format!("siloc-exec-{}.json", std::process::id()));
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|e| anyhow::anyhow!("exec: {}: {e}", path.display()))?;
-            let file = generated.insert(RemoveOnDrop(path));
-            f.write_all(&serde_json::to_vec(&p)?)
-                .map_err(|e| anyhow::anyhow!("exec: {}: {e}", file.0.display()))?;
-            file.0.clone()
+    // A --process file is read as runc reads it (spec_compat: a missing user is root,
+    // unknown capabilities are warned about and left out) and handed over as a copy.
+    let mut doc = match &a.process {
+        Some(p) => {
+            let p = crate::sys::paths::absolute_clean(p)?;
+            let text =
+                std::fs::read(&p).map_err(|e| anyhow::anyhow!("--process {}: {e}", p.display()))?;
+            serde_json::from_slice::<serde_json::Value>(&text)
+                .map_err(|e| anyhow::anyhow!("--process {}: {e}", p.display()))?
         }
+        None => serde_json::to_value(process_from_args(&container_spec(ctx, &a.id)?, &a)?)?,
     };
-    let result = exec_process(ctx, &a, process, init);
+    for w in crate::lifecycle::spec_compat::process_json(&mut doc) {
+        tracing::warn!("{w}");
+    }
+    let mut generated = None;
+    let rec = record::dir(&ctx.root, &a.id);
+    let dir = if rec.is_dir() {
+        rec
+    } else {
+        std::env::temp_dir()
+    };
+    let path = dir.join(format!("siloc-exec-{}.json", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("exec: {}: {e}", path.display()))?;
+    let file = generated.insert(RemoveOnDrop(path));
+    f.write_all(&serde_json::to_vec(&doc)?)
+        .map_err(|e| anyhow::anyhow!("exec: {}: {e}", file.0.display()))?;
+    drop(f);
+    let process = file.0.clone();
+    let shown = a.process.clone().unwrap_or_else(|| process.clone());
+    let result = exec_process(ctx, &a, process, &shown, init);
     drop(generated);
     result
 }
@@ -245,9 +276,10 @@ fn exec_process(
     ctx: &Ctx,
     a: &ExecArgs,
     process: PathBuf,
+    shown: &std::path::Path,
     init: Option<nix::unistd::Pid>,
 ) -> anyhow::Result<i32> {
-    let p = checked_process(&process)?;
+    let p = checked_process(&process, shown)?;
     let terminal = p.terminal().unwrap_or(false);
     let foreground = !a.detach;
     let own = if foreground && a.console_socket.is_none() {
@@ -420,8 +452,10 @@ mod tests {
         assert!(e.to_string().contains("no command"));
         let e = process_from_args(&base(), &args(&["-u", "bob", "c1", "ls"])).unwrap_err();
         assert!(e.to_string().contains("--user"));
-        let e = process_from_args(&base(), &args(&["--cap", "CAP_NOPE", "c1", "ls"])).unwrap_err();
-        assert!(e.to_string().contains("--cap"));
+        // runc leaves an unknown capability out (with a warning)
+        let p = process_from_args(&base(), &args(&["--cap", "CAP_NOPE", "c1", "ls"])).unwrap();
+        let caps = p.capabilities().clone().unwrap();
+        assert_eq!(caps.bounding().as_ref().unwrap().len(), 1);
         let e = process_from_args(&base(), &args(&["--cwd", "rel", "c1", "ls"])).unwrap_err();
         assert!(e.to_string().contains("--cwd"));
     }

@@ -41,6 +41,12 @@ pub enum BundleError {
 ///
 /// Errors: [`BundleError`], naming the file and, for bad content, the field.
 pub fn load(bundle: &Path) -> Result<Spec, BundleError> {
+    load_with_warnings(bundle).map(|(spec, _)| spec)
+}
+
+/// [`load`], also returning the warnings runc gives for the file (unknown
+/// capabilities, [`crate::lifecycle::spec_compat`]), for the caller to log once.
+pub fn load_with_warnings(bundle: &Path) -> Result<(Spec, Vec<String>), BundleError> {
     if !bundle.is_dir() {
         return Err(BundleError::MissingBundle(bundle.to_path_buf()));
     }
@@ -52,7 +58,8 @@ pub fn load(bundle: &Path) -> Result<Spec, BundleError> {
         }
         Err(source) => return Err(BundleError::Read { path, source }),
     };
-    let spec = parse(&text).map_err(|(field, msg)| BundleError::Parse {
+    let (spec, warnings) = parse_with_warnings(&text);
+    let spec = spec.map_err(|(field, msg)| BundleError::Parse {
         path: path.clone(),
         field,
         msg,
@@ -62,12 +69,38 @@ pub fn load(bundle: &Path) -> Result<Spec, BundleError> {
         field,
         msg,
     })?;
-    Ok(spec)
+    Ok((spec, warnings))
 }
 
 /// Parses config.json text. Errors: (field path, message); the path is `(top level)`
 /// when the document itself is broken.
+#[cfg(test)]
 pub fn parse(text: &[u8]) -> Result<Spec, (String, String)> {
+    parse_with_warnings(text).0
+}
+
+/// [`parse`] after runc's reading of the fields oci-spec reads differently
+/// ([`crate::lifecycle::spec_compat::spec_json`]); also returns its warnings.
+pub fn parse_with_warnings(text: &[u8]) -> (Result<Spec, (String, String)>, Vec<String>) {
+    let Ok(mut doc) = serde_json::from_slice::<serde_json::Value>(text) else {
+        // broken JSON: serde's own message, with its line and column
+        return (parse_text(text), Vec::new());
+    };
+    let before = doc.clone();
+    let warnings = match crate::lifecycle::spec_compat::spec_json(&mut doc) {
+        Ok(w) => w,
+        Err(e) => return (Err(e), Vec::new()),
+    };
+    if doc == before {
+        return (parse_text(text), warnings);
+    }
+    match serde_json::to_vec(&doc) {
+        Ok(fixed) => (parse_text(&fixed), warnings),
+        Err(e) => (Err(("(top level)".into(), e.to_string())), warnings),
+    }
+}
+
+fn parse_text(text: &[u8]) -> Result<Spec, (String, String)> {
     let de = &mut serde_json::Deserializer::from_slice(text);
     serde_path_to_error::deserialize::<_, Spec>(de).map_err(|e| {
         // serde_path_to_error says "?" or "." when the document itself is broken.

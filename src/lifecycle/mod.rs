@@ -7,6 +7,7 @@ pub mod placement;
 pub mod plan;
 pub mod prepare;
 pub mod record;
+pub mod spec_compat;
 mod test_hooks;
 pub mod update;
 pub mod update_order;
@@ -112,7 +113,10 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
     }
     let bundle = std::path::absolute(&req.bundle)
         .map_err(|e| LifecycleError::Other(format!("bundle {}: {e}", req.bundle.display())))?;
-    let spec = crate::lifecycle::bundle::load(&bundle)?;
+    let (spec, warnings) = crate::lifecycle::bundle::load_with_warnings(&bundle)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
     crate::engine::mount_guard::check(&spec)?;
     let root_path = spec
         .root()
