@@ -45,10 +45,15 @@ impl Executor for Named {
         }
         // The console as runc hands it over, before the program runs (console_fixup).
         super::console_fixup::in_container(spec);
-        DefaultExecutor {}.validate(spec)
+        super::workload::reset_cpu_affinity(spec);
+        // runc's program lookup, not libcontainer's (engine::workload).
+        super::workload::find_spec_program(spec)
+            .map(|_| ())
+            .map_err(ExecutorValidationError::ArgValidationError)
     }
 
-    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+    fn setup_envs(&self, mut envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        super::workload::default_home(&mut envs);
         DefaultExecutor {}.setup_envs(envs)
     }
 }
