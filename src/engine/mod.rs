@@ -6,6 +6,7 @@ pub mod cgroup_compat;
 pub mod console_fixup;
 pub mod cwd;
 pub mod exec_cgroup;
+pub mod exec_created;
 pub mod exec_sockets;
 pub mod frozen_cgroup;
 pub mod hooks;
@@ -19,6 +20,7 @@ pub mod procname;
 pub mod seccomp_compat;
 pub mod stopped_delete;
 pub mod v1_subcgroups;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 
@@ -296,6 +298,16 @@ fn exec_built(
     o: ExecOptions,
     sub_cgroup: Option<String>,
 ) -> Result<Pid, EngineError> {
+    // runc execs into a created container too; libcontainer's builder is shown a
+    // view of it as running (exec_created), made before joining the user namespace.
+    let view = if c.status() == ContainerStatus::Created {
+        Some(
+            exec_created::View::make(root, id)
+                .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?,
+        )
+    } else {
+        None
+    };
     if let Some(pid) = c.pid() {
         // Namespaces the container's user namespace does not own (a pod's network
         // namespace) are joined before it, as create did (outer_namespaces).
@@ -306,8 +318,9 @@ fn exec_built(
         join_user_namespace(pid)?;
     }
     let pid_file = o.pid_file.clone();
+    let builder_root = view.as_ref().map_or(root, |v| v.root());
     let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())
-        .with_root_path(root)?
+        .with_root_path(builder_root)?
         .with_pid_file(o.pid_file.as_ref())?
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
@@ -317,7 +330,9 @@ fn exec_built(
         .with_process(Some(&o.process))
         .with_ignore_paused(o.ignore_paused)
         .with_sub_cgroup(sub_cgroup)
-        .build()?;
+        .build();
+    drop(view);
+    let pid = pid?;
     if let Some(p) = pid_file
         && let Err(e) = ensure_pid_file(&p, pid)
     {
