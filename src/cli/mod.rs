@@ -16,6 +16,7 @@ mod foreground;
 mod image;
 mod info;
 mod kill;
+mod listen_fds;
 mod logging;
 mod pause;
 mod pidfd_socket;
@@ -198,6 +199,11 @@ pub fn main() -> i32 {
         print_version();
         return 0;
     }
+    // Still single-threaded: the environment may change (listen_fds).
+    listen_fds::keep_only_ours(matches!(
+        cli.command,
+        Some(Command::Create(_) | Command::Run(_))
+    ));
     let to_stderr = match crate::cli::logging::init(cli.log.as_deref(), cli.log_format, cli.debug) {
         Ok(s) => s,
         Err(e) => {
