@@ -34,6 +34,10 @@ pub(crate) fn document() -> serde_json::Value {
             "apparmor": {"enabled": apparmor},
             "selinux": {"enabled": false},
             "intelRdt": {"enabled": true},
+            "memoryPolicy": {
+                "modes": crate::lifecycle::spec_compat::MEMORY_POLICY_MODES,
+                "flags": crate::lifecycle::spec_compat::MEMORY_POLICY_FLAGS
+            },
             "mountExtensions": {"idmap": {"enabled": true}}
         },
         "org.siloc.io": io_offers(),
@@ -67,7 +71,15 @@ pub(crate) fn document() -> serde_json::Value {
 /// engine::exec_cgroup, lifecycle::update_order): unified refused on v1, per-device
 /// BFQ weights, pids.limit 0 as 1, a non-empty cgroup refused, the named and hybrid
 /// unified hierarchies joined by init and exec, `exec --cgroup`, v1 cpu writes in an
-/// order the kernel accepts.
+/// order the kernel accepts; process setup (issue 19 item 4): HOME `/` for a uid
+/// without a passwd entry (engine::workload), `exec --process` without `user`,
+/// unknown capabilities warned about and left out, and the spec's
+/// `SCHED_FLAG_RESET_ON_FORK` name (lifecycle::spec_compat), Go LookPath's
+/// any-execute-bit rule (engine::workload), `exec` into a created container
+/// (engine::exec_created), runc's `LISTEN_FDS` rule (cli::listen_fds), the CPU
+/// affinity reset of init and exec and `linux.memoryPolicy` for exec
+/// (engine::workload), runc 1.4's `linux.memoryPolicy` checks and texts
+/// (lifecycle::spec_compat).
 pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
@@ -94,6 +106,15 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "cgroup.v1-extra-hierarchies",
     "exec.cgroup",
     "update.v1-cpu-order",
+    "process.home-default",
+    "exec.process-without-user",
+    "capabilities.unknown-warning",
+    "process.lookpath-any-exec-bit",
+    "exec.created-container",
+    "fds.listen-fds-runc-rule",
+    "process.cpu-affinity-reset",
+    "linux.memory-policy-runc-checks",
+    "scheduler.flag-reset-on-fork",
 ];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
@@ -182,5 +203,8 @@ mod tests {
         assert!(f.annotations().as_ref().unwrap()["io.siloc.runc.compat"].contains("pidfd-socket"));
         let opts = f.mount_options().as_ref().unwrap();
         assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
+        let mp = f.linux().as_ref().unwrap().memory_policy().clone().unwrap();
+        assert!(mp.modes().as_ref().unwrap().contains(&"MPOL_BIND".to_string()));
+        assert!(mp.flags().as_ref().unwrap().contains(&"MPOL_F_STATIC_NODES".to_string()));
     }
 }
