@@ -21,6 +21,7 @@ mod lifecycle;
 mod mount_semantics;
 mod mounted_overlay;
 mod numa;
+mod process_setup;
 mod rootfs_legacy;
 mod scenario;
 mod seccomp_compat;
