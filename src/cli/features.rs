@@ -204,7 +204,17 @@ mod tests {
         let opts = f.mount_options().as_ref().unwrap();
         assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
         let mp = f.linux().as_ref().unwrap().memory_policy().clone().unwrap();
-        assert!(mp.modes().as_ref().unwrap().contains(&"MPOL_BIND".to_string()));
-        assert!(mp.flags().as_ref().unwrap().contains(&"MPOL_F_STATIC_NODES".to_string()));
+        assert!(
+            mp.modes()
+                .as_ref()
+                .unwrap()
+                .contains(&"MPOL_BIND".to_string())
+        );
+        assert!(
+            mp.flags()
+                .as_ref()
+                .unwrap()
+                .contains(&"MPOL_F_STATIC_NODES".to_string())
+        );
     }
 }

@@ -317,6 +317,17 @@ fn exec_built(
         }
         join_user_namespace(pid)?;
     }
+    // linux.memoryPolicy, which libcontainer's tenant builder drops (workload).
+    let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
+    if let Some(mp) = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.memory_policy().as_ref())
+    {
+        workload::inherit_memory_policy(mp)
+            .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
+    }
     let pid_file = o.pid_file.clone();
     let builder_root = view.as_ref().map_or(root, |v| v.root());
     let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())

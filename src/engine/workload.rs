@@ -19,6 +19,11 @@
 //!   longer resets it (kernel commit da019032819a). libcontainer 0.7 applies
 //!   `execCPUAffinity` (initial before, final after the cgroup join) but resets
 //!   nothing otherwise.
+//! - **`linux.memoryPolicy` for exec** ([`inherit_memory_policy`]): libcontainer 0.7
+//!   sets it in the init, but its tenant builder rebuilds the exec's `linux` section
+//!   without it. runc applies it in both. The policy is inherited over fork and
+//!   execve (set_mempolicy(2)), so siloc sets it on itself before libcontainer clones
+//!   the exec'd process.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -115,6 +120,84 @@ pub fn reset_cpu_affinity(spec: &oci_spec::runtime::Spec) {
     }
 }
 
+/// Sets `mp` (runtime-spec `linux.memoryPolicy`, already checked by
+/// `lifecycle::spec_compat`) as the calling thread's policy with set_mempolicy(2), so
+/// that the processes it clones next inherit it. Mode and flag values are the kernel's
+/// (include/uapi/linux/mempolicy.h).
+///
+/// Errors: `set_mempolicy: <errno>` (runc's wording), or a node list that is not one.
+pub fn inherit_memory_policy(mp: &oci_spec::runtime::LinuxMemoryPolicy) -> Result<(), String> {
+    use oci_spec::runtime::{MemoryPolicyFlagType as F, MemoryPolicyModeType as M};
+    let mut mode: libc::c_int = match mp.mode() {
+        M::MpolDefault => 0,
+        M::MpolPreferred => 1,
+        M::MpolBind => 2,
+        M::MpolInterleave => 3,
+        M::MpolLocal => 4,
+        M::MpolPreferredMany => 5,
+        M::MpolWeightedInterleave => 6,
+    };
+    for f in mp.flags().iter().flatten() {
+        mode |= match f {
+            F::MpolFStaticNodes => 1 << 15,
+            F::MpolFRelativeNodes => 1 << 14,
+            F::MpolFNumaBalancing => 1 << 13,
+        };
+    }
+    let bits = libc::c_ulong::BITS as usize;
+    let mut mask: Vec<libc::c_ulong> = Vec::new();
+    for n in node_ids(mp.nodes().as_deref().unwrap_or(""))? {
+        if mask.len() <= n / bits {
+            mask.resize(n / bits + 1, 0);
+        }
+        mask[n / bits] |= 1 << (n % bits);
+    }
+    // the kernel reads maxnode - 1 bits
+    let maxnode = if mask.is_empty() {
+        0
+    } else {
+        mask.len() * bits + 1
+    };
+    let ptr = if mask.is_empty() {
+        std::ptr::null()
+    } else {
+        mask.as_ptr()
+    };
+    // SAFETY: set_mempolicy reads maxnode - 1 bits from `ptr`, which holds
+    // mask.len() * bits of them (or is NULL with maxnode 0); it changes only the
+    // calling thread's policy.
+    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode) };
+    if r != 0 {
+        return Err(format!(
+            "set_mempolicy: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// The node ids of a list such as `0-2,4` (at most node 1023, the kernel's
+/// MAX_NUMNODES limit). Errors: the part that is not a number or range.
+fn node_ids(list: &str) -> Result<Vec<usize>, String> {
+    let mut ids = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("invalid memory policy nodes {list:?}"))
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if lo > hi || hi >= 1024 {
+            return Err(format!("invalid memory policy nodes {list:?}"));
+        }
+        ids.extend(lo..=hi);
+    }
+    Ok(ids)
+}
+
 /// Sets `HOME=/` when `envs` has no (or an empty) HOME: runc's default for a uid the
 /// container's /etc/passwd does not list. libcontainer has already looked the uid up
 /// there and set HOME when it found it.
@@ -154,6 +237,14 @@ mod tests {
         assert!(find_program("none", Some(&dirs)).is_err());
         assert!(find_program("owner", None).is_err());
         assert!(find_program("owner", Some("")).is_err());
+    }
+
+    #[test]
+    fn node_lists() {
+        assert_eq!(node_ids("0-2,4").unwrap(), vec![0, 1, 2, 4]);
+        assert_eq!(node_ids("").unwrap(), Vec::<usize>::new());
+        assert!(node_ids("x").is_err());
+        assert!(node_ids("3-1").is_err());
     }
 
     #[test]
