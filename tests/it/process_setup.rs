@@ -330,7 +330,7 @@ fn memory_policy_applies_and_bad_ones_say_what_runc_says() {
     let (code, out, err) = c.exec(&["sh", "-c", show]);
     assert_eq!((code, out.trim()), (0, "bind=static:0"), "{err}");
     drop(c);
-    for (mp, want) in [
+    for (i, (mp, want)) in [
         (
             json!({"mode": "MPOL_FOO", "nodes": "0"}),
             "invalid memory policy mode \\\"MPOL_FOO\\\"",
@@ -347,8 +347,11 @@ fn memory_policy_applies_and_bad_ones_say_what_runc_says() {
             json!({"mode": "MPOL_LOCAL", "nodes": "0"}),
             "memory policy mode requires 0 nodes but got 1",
         ),
-    ] {
-        let mut b = env.bundle("bad", &["true"]);
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = env.bundle(&format!("bad{i}"), &["true"]);
         b.edit(|s| s["linux"]["memoryPolicy"] = mp.clone());
         let (code, _, err) = run(&env, &b, "badmpol");
         assert_ne!(code, 0, "{mp}");
