@@ -41,6 +41,10 @@ pub const EXTRA_CGROUPS_FILE: &str = "extra-cgroups";
 pub enum CgroupCompatError {
     #[error("invalid configuration: cannot use unified on cgroup v1")]
     UnifiedOnV1,
+    #[error(
+        "linux.resources.unified: key {0:?} must be a file name in the container's cgroup (no '/', not '.' or '..'), as runc requires"
+    )]
+    UnifiedKey(String),
     #[error("container's cgroup is not empty: {count} process(es) found ({dir})")]
     NotEmpty { count: usize, dir: PathBuf },
     #[error("failed to write {value:?}: write {path}: {msg}")]
@@ -194,6 +198,27 @@ pub fn fix_resources(r: &mut oci_spec::runtime::LinuxResources) {
     }
 }
 
+/// The keys of `linux.resources.unified` (create and `update`): each must name a file
+/// of the container's own cgroup. libcgroups joins the key onto the cgroup's path, so
+/// `../memory.max` or an absolute path would write outside it; runc refuses a key with
+/// a '/' (runc libcontainer/cgroups/fs2).
+///
+/// Errors: [`CgroupCompatError::UnifiedKey`] naming the first bad key.
+pub fn check_unified_keys(
+    resources: Option<&oci_spec::runtime::LinuxResources>,
+) -> Result<(), CgroupCompatError> {
+    let keys = resources
+        .and_then(|r| r.unified().as_ref())
+        .into_iter()
+        .flat_map(|u| u.keys());
+    for k in keys {
+        if k.is_empty() || k.contains('/') || k == "." || k == ".." || k.contains('\0') {
+            return Err(CgroupCompatError::UnifiedKey(k.clone()));
+        }
+    }
+    Ok(())
+}
+
 /// The checks before anything is made, for the cgroupfs driver: unified resources on
 /// a host that is not pure v2, and a cgroup that already holds processes (counted in
 /// the v1 devices hierarchy, or the v2 one, recursively, as runc's GetAllPids).
@@ -206,6 +231,7 @@ pub fn check_create(
     host_v2: bool,
 ) -> Result<(), CgroupCompatError> {
     let linux = spec.linux().as_ref();
+    check_unified_keys(linux.and_then(|l| l.resources().as_ref()))?;
     let unified = linux
         .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.unified().as_ref())
@@ -471,6 +497,21 @@ mod tests {
         check_create(&s, &m, "", true).unwrap();
         let empty = spec(json!({"resources": {"unified": {}}}));
         check_create(&empty, &m, "", false).unwrap();
+    }
+
+    #[test]
+    fn a_unified_key_must_be_a_file_of_the_cgroup() {
+        let m = crate::sys::mountinfo::parse(HYBRID);
+        for bad in ["../memory.max", "/sys/fs/cgroup/x", "a/b", "..", "."] {
+            let s = spec(json!({"resources": {"unified": {bad: "10"}}}));
+            let e = check_create(&s, &m, "", true).unwrap_err();
+            assert!(
+                matches!(e, CgroupCompatError::UnifiedKey(ref k) if k == bad),
+                "{bad}: {e}"
+            );
+        }
+        let good = spec(json!({"resources": {"unified": {"memory.high": "10M"}}}));
+        check_create(&good, &m, "", true).unwrap();
     }
 
     #[test]

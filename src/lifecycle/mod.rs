@@ -198,6 +198,10 @@ fn create_prepared(
     crate::engine::seccomp_compat::fix_spec(&mut spec)?;
     // runc's cgroup rules where libcgroups differs (engine::cgroup_compat).
     crate::engine::cgroup_compat::fix_spec(&mut spec);
+    // Also under the systemd driver: a unified key must not leave the cgroup.
+    crate::engine::cgroup_compat::check_unified_keys(
+        spec.linux().as_ref().and_then(|l| l.resources().as_ref()),
+    )?;
     let cgroup_facts = (!rt.systemd).then(|| {
         (
             crate::sys::mountinfo::read(None).unwrap_or_default(),

@@ -63,6 +63,7 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
         libcgroups::common::get_cgroup_setup(),
         Ok(libcgroups::common::CgroupSetup::Unified)
     );
+    crate::engine::cgroup_compat::check_unified_keys(Some(&resources))?;
     // runc: unified resources need a pure cgroup v2 host (engine::cgroup_compat).
     if !v2 && resources.unified().as_ref().is_some_and(|u| !u.is_empty()) {
         return Err(crate::engine::cgroup_compat::CgroupCompatError::UnifiedOnV1.into());
