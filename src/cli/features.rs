@@ -106,6 +106,7 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "cgroup.v1-extra-hierarchies",
     "exec.cgroup",
     "update.v1-cpu-order",
+    "exec.seccomp",
     "process.home-default",
     "exec.process-without-user",
     "capabilities.unknown-warning",

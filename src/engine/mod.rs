@@ -7,6 +7,7 @@ pub mod console_fixup;
 pub mod cwd;
 pub mod exec_cgroup;
 pub mod exec_created;
+pub mod exec_seccomp;
 pub mod exec_sockets;
 pub mod frozen_cgroup;
 pub mod hooks;
@@ -328,6 +329,9 @@ fn exec_built(
         workload::inherit_memory_policy(mp)
             .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
     }
+    // linux.seccomp, which libcontainer's tenant builder drops too (exec_seccomp).
+    let seccomp = exec_seccomp::check(&spec)
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
     let pid_file = o.pid_file.clone();
     let builder_root = view.as_ref().map_or(root, |v| v.root());
     let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())
@@ -335,7 +339,7 @@ fn exec_built(
         .with_pid_file(o.pid_file.as_ref())?
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
-        .with_executor(procname::Named)
+        .with_executor(exec_seccomp::Filtered { seccomp })
         .as_tenant()
         .with_detach(o.detach)
         .with_process(Some(&o.process))

@@ -260,3 +260,33 @@ fn wait_killable_recv_is_refused_by_name_when_libseccomp_lacks_it() {
             .contains(&json!("SECCOMP_FILTER_FLAG_LOG"))
     );
 }
+
+#[test]
+fn exec_d_processes_run_under_the_containers_filter() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("exec", &["sleep", "1000"]);
+    b.edit(|s| {
+        s["root"]["readonly"] = Value::Bool(false);
+        // The Kubernetes default (allowPrivilegeEscalation unset): no no_new_privs.
+        s["process"]["noNewPrivileges"] = Value::Bool(false);
+        s["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]});
+    });
+    let c = common::Container::start(&env, &b, &env.id("exec"));
+    let script = "mkdir /tmp/a 2>&1; grep '^Seccomp:' /proc/self/status";
+    // Before: libcontainer's exec dropped linux.seccomp ("Seccomp: 0", mkdir worked).
+    let (code, out, err) = c.exec(&["sh", "-c", script]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Operation not permitted"), "root exec: {out}");
+    assert!(out.contains("Seccomp:\t2"), "root exec: {out}");
+    // A user without CAP_SYS_ADMIN: the filter still loads (with no_new_privs).
+    let o = env.siloc(&["exec", "--user", "1000", &c.id, "sh", "-c", script]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("Operation not permitted"),
+        "uid 1000 exec: {out}"
+    );
+    assert!(out.contains("Seccomp:\t2"), "uid 1000 exec: {out}");
+}
