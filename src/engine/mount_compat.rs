@@ -54,7 +54,6 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -481,7 +480,8 @@ fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
         } else {
             c.clear
         };
-        setattr(Path::new(&c.destination), 0, clr).map_err(|e| (code(2, i), e))?;
+        crate::sys::mountapi::set_attr_at(Path::new(&c.destination), 0, clr)
+            .map_err(|e| (code(2, i), e))?;
     }
     if !plan.masks.is_empty() {
         let null = nix::sys::stat::stat("/dev/null").map_err(|e| (code(3, 0), e))?;
@@ -532,44 +532,10 @@ fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
         }
     }
     if plan.dev_read_only {
-        setattr(Path::new("/dev"), ATTR_RDONLY, 0).map_err(|e| (code(6, 0), e))?;
+        crate::sys::mountapi::set_attr_at(Path::new("/dev"), ATTR_RDONLY, 0)
+            .map_err(|e| (code(6, 0), e))?;
     }
     Ok(())
-}
-
-/// `mount_setattr(AT_FDCWD, path, 0, {attr_set: set, attr_clr: clr})` on the mount at
-/// `path` (the top one), not recursively.
-fn setattr(path: &Path, set: u64, clr: u64) -> Result<(), nix::Error> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    let p = CString::new(path.as_os_str().as_bytes()).map_err(|_| nix::Error::EINVAL)?;
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clr,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: `p` and `attr` outlive the call; the size passed is exactly that of `attr`.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            p.as_ptr(),
-            0,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r < 0 {
-        Err(nix::Error::last())
-    } else {
-        Ok(())
-    }
 }
 
 /// Copies what the tmpfs at `dest` covers into it: the covered directory is reached in

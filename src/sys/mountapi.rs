@@ -102,6 +102,30 @@ pub fn set_attr(
     })
 }
 
+/// `mount_setattr(AT_FDCWD, path, 0, {attr_set, attr_clr})` on the mount at `path`
+/// (the top one), not recursively: sets and clears `MOUNT_ATTR_*` flags of an
+/// attached mount (mount_setattr(2)).
+pub(crate) fn set_attr_at(path: &Path, attr_set: u64, attr_clr: u64) -> Result<(), Errno> {
+    let p = cpath(path)?;
+    let attr = MountAttr {
+        attr_set,
+        attr_clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `p` and `attr` outlive the call; the size is exactly that of `attr`.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            0,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+}
+
 /// `mount_setattr(tree, "", AT_EMPTY_PATH|AT_RECURSIVE, {propagation: MS_PRIVATE})`:
 /// every mount of a detached tree leaves its peer group. An `open_tree` clone of a
 /// shared mount is a peer of it (mount_setattr(2), "propagation"), so a mount made on
