@@ -407,28 +407,37 @@ fn join_extra(
 }
 
 /// Removes the extra cgroup directories listed in `record_dir` (deepest first);
-/// gone ones are fine. Waits up to `wait` for the last processes to leave.
+/// gone ones are fine. Waits up to `wait` for the last processes to leave the
+/// container's own directories (the deepest of each hierarchy). A parent it made (a
+/// pod's level, shared with the pod's other containers) is removed only when it is
+/// already empty: its siblings may outlive this container, as a pod's app containers
+/// outlive its sandbox in StopPodSandbox (runc removes only the leaf, too).
 ///
-/// Errors: a directory still busy after `wait`.
+/// Errors: a container's own directory still busy after `wait`.
 pub fn remove_extra(record_dir: &Path, wait: std::time::Duration) -> Result<(), CgroupCompatError> {
     let path = record_dir.join(EXTRA_CGROUPS_FILE);
     let Ok(list) = std::fs::read_to_string(&path) else {
         return Ok(());
     };
-    let deadline = std::time::Instant::now() + wait;
-    for d in list
+    let dirs: Vec<PathBuf> = list
         .lines()
-        .rev()
         .filter(|l| !l.is_empty())
         .map(PathBuf::from)
-    {
+        .collect();
+    let deadline = std::time::Instant::now() + wait;
+    for d in dirs.iter().rev() {
+        let parent = dirs.iter().any(|o| o != d && o.starts_with(d));
         loop {
-            match std::fs::remove_dir(&d) {
+            match std::fs::remove_dir(d) {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) if parent => {
+                    tracing::debug!(dir = %d.display(), %e, "shared parent cgroup kept");
+                    break;
+                }
                 Err(e) if std::time::Instant::now() > deadline => {
                     return Err(CgroupCompatError::Io {
-                        path: d,
+                        path: d.clone(),
                         msg: e.to_string(),
                     });
                 }
@@ -497,6 +506,24 @@ mod tests {
         check_create(&s, &m, "", true).unwrap();
         let empty = spec(json!({"resources": {"unified": {}}}));
         check_create(&empty, &m, "", false).unwrap();
+    }
+
+    #[test]
+    fn a_busy_shared_parent_is_kept_without_waiting() {
+        let t = tempfile::tempdir().unwrap();
+        let parent = t.path().join("pod");
+        let leaf = parent.join("c1");
+        let sibling = parent.join("c2");
+        std::fs::create_dir_all(&leaf).unwrap();
+        std::fs::create_dir_all(&sibling).unwrap();
+        let list = format!("{}\n{}\n", parent.display(), leaf.display());
+        std::fs::write(t.path().join(EXTRA_CGROUPS_FILE), list).unwrap();
+        let t0 = std::time::Instant::now();
+        remove_extra(t.path(), std::time::Duration::from_secs(5)).unwrap();
+        // Before: the sibling kept the parent busy until the wait ran out, then an error.
+        assert!(t0.elapsed() < std::time::Duration::from_secs(2));
+        assert!(!leaf.exists() && parent.exists() && sibling.exists());
+        assert!(!t.path().join(EXTRA_CGROUPS_FILE).exists());
     }
 
     #[test]
