@@ -415,6 +415,16 @@ pub fn make_busybox_rootfs(rootfs: &Path) {
     std::fs::write(rootfs.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").expect("group");
 }
 
+/// `siloc run --bundle B ID` in the foreground: (exit code, stdout, stderr).
+pub fn run(env: &TestEnv, b: &Bundle, name: &str) -> (i32, String, String) {
+    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// Deletes container `id` when dropped (also when the test panics).
 pub struct Container<'a> {
     pub env: &'a TestEnv,

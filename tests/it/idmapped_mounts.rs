@@ -27,14 +27,7 @@ fn source(env: &TestEnv, name: &str, owner: u32) -> std::path::PathBuf {
     d
 }
 
-fn run(env: &TestEnv, b: &common::Bundle, name: &str) -> (i32, String, String) {
-    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::run;
 
 fn push_mount(b: &mut common::Bundle, m: Value) {
     b.edit(|s| s["mounts"].as_array_mut().unwrap().push(m));

@@ -9,14 +9,7 @@ use common::TestEnv;
 use serde_json::json;
 
 /// Runs the bundle in the foreground; returns (exit code, stdout, stderr).
-fn run(env: &TestEnv, b: &common::Bundle, name: &str) -> (i32, String, String) {
-    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::run;
 
 /// Unmounts (lazily) what a test mounted on the host, also when it fails.
 struct Unmount(std::path::PathBuf);

@@ -13,14 +13,7 @@ use common::{Container, TestEnv};
 use serde_json::{Value, json};
 
 /// `siloc run` in the foreground: (exit code, stdout, stderr).
-fn run(env: &TestEnv, b: &common::Bundle, name: &str) -> (i32, String, String) {
-    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::run;
 
 /// Adds a user 1000 with home /home/u to the bundle's /etc/passwd.
 fn add_user(b: &common::Bundle) {

@@ -14,14 +14,7 @@ use common::TestEnv;
 use libseccomp::{ScmpArch, ScmpSyscall};
 use serde_json::{Value, json};
 
-fn run(env: &TestEnv, b: &common::Bundle, name: &str) -> (i32, String, String) {
-    let o = env.siloc(&["run", "--bundle", b.path(), &env.id(name)]);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::run;
 
 /// Every x86_64 syscall libseccomp knows numbered at most `max`, but `except`.
 fn allow_list(max: i32, except: &[&str]) -> Vec<String> {
