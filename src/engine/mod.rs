@@ -17,6 +17,7 @@ pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
 pub mod outer_namespaces;
+pub mod pidns_cgroup;
 pub mod procname;
 pub mod seccomp_compat;
 pub mod stopped_delete;

@@ -42,6 +42,8 @@ pub enum LifecycleError {
     #[error(transparent)]
     MountFixup(#[from] crate::engine::mount_fixups::MountFixupError),
     #[error(transparent)]
+    PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
+    #[error(transparent)]
     Cwd(#[from] crate::engine::cwd::CwdError),
     #[error(transparent)]
     IdmapMount(#[from] crate::engine::idmapped_mounts::IdmapMountError),
@@ -198,6 +200,10 @@ fn create_prepared(
     crate::engine::seccomp_compat::fix_spec(&mut spec)?;
     // runc's cgroup rules where libcgroups differs (engine::cgroup_compat).
     crate::engine::cgroup_compat::fix_spec(&mut spec);
+    // In a joined PID namespace libcontainer 0.7 reads the wrong host process's
+    // cgroups for a v1 `cgroup` mount: siloc makes it (engine::pidns_cgroup).
+    let own_cgroup_mounts =
+        crate::engine::pidns_cgroup::take(&mut spec, crate::engine::cgroup_compat::host_is_v2());
     // Also under the systemd driver: a unified key must not leave the cgroup.
     crate::engine::cgroup_compat::check_unified_keys(
         spec.linux().as_ref().and_then(|l| l.resources().as_ref()),
@@ -305,6 +311,13 @@ fn create_prepared(
     if let (Some(pid), Some((mounts, own))) = (c.pid(), &cgroup_facts)
         && let Err(e) =
             crate::engine::cgroup_compat::after_create(&spec, pid.as_raw(), mounts, own, &spec_dir)
+    {
+        let _ = delete_engine(&mut c, true);
+        return Err(e.into());
+    }
+    // After after_create: the init is in all of its cgroups (named ones too).
+    if let Some(pid) = c.pid()
+        && let Err(e) = crate::engine::pidns_cgroup::apply(&own_cgroup_mounts, pid)
     {
         let _ = delete_engine(&mut c, true);
         return Err(e.into());

@@ -11,6 +11,9 @@ use procfs::process::MountInfo;
 pub struct Mount {
     /// The mount point, seen from the reading process's root (field 5), unescaped.
     pub mount_point: PathBuf,
+    /// The path in the filesystem that is the mount's root (field 4: `/` for a whole
+    /// filesystem, the source directory of a bind), unescaped.
+    pub(crate) root: PathBuf,
     /// The filesystem type (`overlay`, `ext4`, `cgroup`).
     pub(crate) fs_type: String,
     /// The mount source (`siloc-<id>` for siloc's overlays; empty for `none`),
@@ -62,6 +65,7 @@ fn words(map: std::collections::HashMap<String, Option<String>>) -> Vec<String> 
 fn convert(m: MountInfo) -> Mount {
     Mount {
         mount_point: PathBuf::from(unescape(&m.mount_point.to_string_lossy())),
+        root: PathBuf::from(unescape(&m.root)),
         fs_type: m.fs_type,
         source: m.mount_source.as_deref().map(unescape).unwrap_or_default(),
         options: words(m.mount_options),

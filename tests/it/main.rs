@@ -21,6 +21,7 @@ mod lifecycle;
 mod mount_semantics;
 mod mounted_overlay;
 mod numa;
+mod pidns_cgroup;
 mod process_setup;
 mod rootfs_legacy;
 mod scenario;

@@ -1,0 +1,117 @@
+//! The cgroup v1 `cgroup` mount of a container that joins another container's PID
+//! namespace by path, as a pod's app containers do with `shareProcessNamespace`
+//! (src/engine/pidns_cgroup.rs). Needs root and v1 hierarchies; skips loudly
+//! otherwise.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{Container, TestEnv};
+use serde_json::json;
+
+/// A pid number no host process has, far from the host's last allocated one (so the
+/// host does not take it during the test): pid_max is small on some hosts (32768).
+fn free_host_pid() -> i32 {
+    let max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last: i32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (0..max)
+        .map(|i| 300 + (last + max / 2 + i).rem_euclid(max - 300))
+        .find(|p| !Path::new(&format!("/proc/{p}")).exists())
+        .expect("a free pid")
+}
+
+/// Makes the next pid allocated in the PID namespace of host process `pid` be `next`
+/// (/proc/sys/kernel/ns_last_pid acts on the writer's own PID namespace: nsenter's
+/// child is in the target's).
+fn set_next_pid(pid: i64, next: i32) {
+    let st = std::process::Command::new("nsenter")
+        .args(["--target", &pid.to_string(), "--pid", "--", "sh", "-c"])
+        .arg(format!("echo {} > /proc/sys/kernel/ns_last_pid", next - 1))
+        .status()
+        .expect("nsenter");
+    assert!(
+        st.success(),
+        "set ns_last_pid in the sandbox's PID namespace"
+    );
+}
+
+/// An app container joining the sandbox's PID namespace gets, as its init's pid in
+/// that namespace, a number no host process has. Before the fix libcontainer read
+/// `/proc/<that number>/cgroup` on the host and create failed ("failed to prepare
+/// rootfs", at random in pods: whenever the number was free on the host). Now it runs,
+/// and each /sys/fs/cgroup/<hierarchy> it sees is its own cgroup (its pid in
+/// cgroup.procs, the mount's root its /proc/self/cgroup path), read-only, the named
+/// systemd hierarchy included.
+#[test]
+fn joined_pid_namespace_sees_its_own_cgroups_read_only() {
+    needs_root!();
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("SKIP: needs cgroup v1 or the v1/v2 hybrid (hack/vm covers pure v2)");
+        return;
+    }
+    let env = TestEnv::new();
+    let sb = env.bundle("sb", &["sleep", "1000"]);
+    let sb_id = env.id("sandbox");
+    let _sandbox = Container::start(&env, &sb, &sb_id);
+    let sb_pid = env.state(&sb_id)["pid"].as_i64().expect("sandbox pid");
+    // Each line: "<pid>" then, per hierarchy dir, "<dir> <mount root> <cgroup path>
+    // <own pid listed> <write refused>".
+    let script = r#"echo $$
+for d in /sys/fs/cgroup/*; do
+  n=${d##*/}
+  root=$(grep " $d " /proc/self/mountinfo | cut -d' ' -f4)
+  ctl=$n; [ "$n" = systemd ] && ctl=name=systemd
+  path=$(grep ":$ctl:" /proc/self/cgroup | cut -d: -f3)
+  grep -qx "$$" "$d/cgroup.procs" && own=own || own=other
+  (echo 0 > "$d/notify_on_release") 2>/dev/null && w=writable || w=ro
+  echo "$n $root $path $own $w"
+done
+touch /sys/fs/cgroup/x 2>/dev/null && echo tmpfs-writable || echo tmpfs-ro"#;
+    let mut app = env.bundle("app", &["sh", "-c", script]);
+    let ns_path = format!("/proc/{sb_pid}/ns/pid");
+    app.edit(|s| {
+        for n in s["linux"]["namespaces"].as_array_mut().unwrap() {
+            if n["type"] == "pid" {
+                n["path"] = json!(ns_path);
+            }
+        }
+    });
+    let want_pid = free_host_pid();
+    set_next_pid(sb_pid, want_pid);
+    let (code, out, err) = common::run(&env, &app, "app");
+    assert_eq!(code, 0, "app in the sandbox's PID namespace: {err}\n{out}");
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some(want_pid.to_string().as_str()), "{out}");
+    let rows: Vec<Vec<&str>> = lines
+        .clone()
+        .filter(|l| l.contains(' '))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    for want in ["pids", "memory", "systemd"] {
+        assert!(names.contains(&want), "no /sys/fs/cgroup/{want}: {out}");
+    }
+    for r in &rows {
+        assert_eq!(r.len(), 5, "{out}");
+        // A co-mount symlink (cpu -> cpu,cpuacct) has no mount of its own.
+        if !r[1].is_empty() {
+            assert_eq!(
+                r[1], r[2],
+                "mount root is not the container's cgroup: {out}"
+            );
+        }
+        assert!(r[2].ends_with(&format!("siloc-{}", env.id("app"))), "{out}");
+        assert_eq!(r[3], "own", "{out}");
+        assert_eq!(r[4], "ro", "{out}");
+    }
+    assert_eq!(out.lines().last(), Some("tmpfs-ro"), "{out}");
+}
