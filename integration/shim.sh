@@ -173,6 +173,12 @@ check_pod() {
     expect_match "$st" "^overlay .*idmapped=yes" "$c: idmapped overlay"
   done
   expect_match "$(sstate "$cid" | jq -r '.annotations["io.siloc.rootfs.assembly"]')" "^overlay layers=$layers " "layers"
+  # cgroup v1: the app container, in the sandbox's PID namespace (pid mode POD), sees
+  # its own cgroup read-only (engine::pidns_cgroup; libcontainer bound another's).
+  if [ -d /sys/fs/cgroup/pids ]; then
+    expect_eq "$(awk '$5 == "/sys/fs/cgroup/pids" {print $4, substr($6, 1, 3)}' "/proc/$cp/mountinfo")" \
+      "$(awk -F: '$2 == "pids" {print $3}' "/proc/$cp/cgroup") ro," "the app container's pids cgroup mount"
+  fi
   # The pod's own io.siloc.rootfs.* never reaches siloc: the shim's values do.
   expect_match "$(sstate "$cid" | jq -r '.annotations["io.siloc.rootfs.upper"]')" "^$T/root/.*/snapshots/[0-9]+/fs$" "upper from the snapshotter"
   # siloc attaches the rootfs in the container's mount namespace only: the host's

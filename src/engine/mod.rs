@@ -18,6 +18,7 @@ pub mod mount_fixups;
 pub mod mount_guard;
 pub mod outer_namespaces;
 pub mod pidns_cgroup;
+pub mod pinned_namespaces;
 pub mod procname;
 pub mod seccomp_compat;
 pub mod stopped_delete;

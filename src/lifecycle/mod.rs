@@ -44,6 +44,8 @@ pub enum LifecycleError {
     #[error(transparent)]
     PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
     #[error(transparent)]
+    PinnedNs(#[from] crate::engine::pinned_namespaces::PinnedNsError),
+    #[error(transparent)]
     Cwd(#[from] crate::engine::cwd::CwdError),
     #[error(transparent)]
     IdmapMount(#[from] crate::engine::idmapped_mounts::IdmapMountError),
@@ -258,7 +260,13 @@ fn create_prepared(
     let opened =
         crate::engine::outer_namespaces::Opened::open(&outer).map_err(EngineError::from)?;
     crate::engine::hooks::runtime_namespaces(&mut spec, &opened.own_fds());
-    spec.save(spec_dir.join("config.json"))
+    // libcontainer 0.7 opens namespace paths from inside the user namespace, where a
+    // pod sandbox's init that has not yet exec'd refuses them (EACCES): siloc opens
+    // them and libcontainer gets /proc/self/fd/N (engine::pinned_namespaces).
+    let pinned = crate::engine::pinned_namespaces::Pinned::open(&spec)?;
+    pinned
+        .rewrite(&spec)
+        .save(spec_dir.join("config.json"))
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
     // Absolute paths first, then work from the bundle as runc does, so relative mount
     // sources and hook paths resolve against it.
@@ -273,6 +281,12 @@ fn create_prepared(
         .map_err(EngineError::from)?;
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(entered);
+    if !pinned.is_empty() {
+        // The record keeps the paths the caller gave, not this process's fds.
+        drop(pinned);
+        spec.save(spec_dir.join("config.json"))
+            .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
+    }
     drop(staging);
     let hook_failure = hook_report.and_then(|r| r.take());
     let mut c = match (built, hook_failure) {

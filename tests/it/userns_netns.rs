@@ -238,3 +238,53 @@ fn a_host_owned_pid_namespace_path_is_refused_clearly() {
     );
     env.assert_no_trace(&id);
 }
+
+/// A pod's app container created while the sandbox's init has not exec'd yet (created,
+/// not started: what containerd's parallel pods hit under load, since `start` returns
+/// before the init's execve is done). The app joins the sandbox's user namespace and
+/// its pid, ipc and uts namespaces by path. libcontainer 0.7 opened those paths after
+/// entering the user namespace, where the ptrace check on the not-yet-dumpable init
+/// fails: `intermediate process error EACCES: Permission denied`. siloc opens them
+/// first (engine::pinned_namespaces); the record keeps the given paths.
+#[test]
+fn an_app_container_joins_a_sandbox_that_has_not_exec_yet() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut sb = env.bundle("sandbox", &["sleep", "1000"]);
+    sb.annotate("io.siloc.userns", "auto");
+    let sid = env.id("sandbox");
+    let s = Container::create(&env, &sb, &sid);
+    let spid = pid_of(&env, &sid);
+    let mut app = env.bundle("app", &["sleep", "1000"]);
+    app.edit(|s| {
+        for t in ["user", "pid", "ipc", "uts"] {
+            set_namespace(s, t, Some(&format!("/proc/{spid}/ns/{t}")));
+        }
+    });
+    let aid = env.id("app");
+    let a = Container::create(&env, &app, &aid);
+    let apid = pid_of(&env, &aid);
+    for t in ["user", "pid", "ipc", "uts"] {
+        assert_eq!(ns_link(apid, t), ns_link(spid, t), "{t} namespace shared");
+    }
+    let rec = env
+        .root
+        .join(".siloc/containers")
+        .join(&aid)
+        .join("config.json");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let pid_path = rec["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["type"] == "pid")
+        .map(|n| n["path"].clone());
+    assert_eq!(pid_path, Some(json!(format!("/proc/{spid}/ns/pid"))));
+    env.ok(&["start", &sid]);
+    env.ok(&["start", &aid]);
+    assert!(a.wait_status("running", 5));
+    drop(a);
+    drop(s);
+    env.assert_no_trace(&aid);
+    env.assert_no_trace(&sid);
+}
