@@ -10,6 +10,7 @@
 //! [userns]
 //! default = "off"                # "auto": every container gets its own user namespace
 //! size = 65536                   # IDs per container
+//! max_size = 1048576             # cap per container (size, spec mappings)
 //! pool_start = 100000            # host ID pool; default: the `containers` entry of
 //! pool_size = 1073741824         # /etc/subuid and /etc/subgid, else these numbers
 //! pool_dir = "/run/siloc-idpool" # the host's one ID pool table, whatever --root

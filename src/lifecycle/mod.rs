@@ -81,6 +81,7 @@ impl Runtime {
             Pool::from_config(&self.config.userns),
             holder_has_state,
         )
+        .with_cap(self.config.userns.max_size)
     }
 }
 
@@ -134,7 +135,7 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         ))
     })?;
     let plan = crate::lifecycle::plan::plan(&spec, &rt.config)?;
-    if let crate::userns::UsernsPlan::FromSpec { uid, gid } = &plan.userns {
+    if let crate::userns::UsernsPlan::FromSpec { uid, gid, .. } = &plan.userns {
         crate::userns::check_spec_maps_fit(&spec, uid, gid)?;
     }
     std::fs::create_dir_all(&rt.root)

@@ -253,6 +253,7 @@ mod tests {
                     host_id: 6000,
                     size: 10
                 }],
+                joined: false,
             }
         );
         assert_eq!(p.rootfs, RootfsPlan::AsIs);
@@ -311,6 +312,29 @@ mod tests {
             }
         ));
         assert_eq!(p.userns, UsernsPlan::Host);
+    }
+
+    /// `io.siloc.userns.size` is capped by `[userns] max_size` (issue 16): the error
+    /// names the annotation, the value and the cap; the cap itself is accepted.
+    #[test]
+    fn a_size_above_the_per_container_cap_is_refused() {
+        let mut c = cfg("auto");
+        c.userns.max_size = 131_072;
+        let e = plan(&spec(&[(ann::USERNS_SIZE, "131073")], None), &c).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "annotation io.siloc.userns.size: 131073 IDs is above the per-container cap of \
+             131072 IDs ([userns] max_size)"
+        );
+        let p = plan(&spec(&[(ann::USERNS_SIZE, "131072")], None), &c).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Auto { size: 131_072 });
+        // the default cap: 16 ranges of 65536
+        let big = (65_536u32 * 16 + 1).to_string();
+        let e = plan(&spec(&[(ann::USERNS_SIZE, &big)], None), &cfg("auto")).unwrap_err();
+        assert!(e.msg.contains("cap of 1048576 IDs"), "{e}");
+        // a default size above the cap is a config error
+        c.userns.size = 131_073;
+        assert_eq!(c.userns.check().unwrap_err().0, "userns.size");
     }
 
     #[test]

@@ -104,11 +104,12 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         }
         test_hooks::crash_point("after-idpool");
     }
-    if let UsernsPlan::FromSpec { uid, gid } = &rec.plan.userns {
+    if let UsernsPlan::FromSpec { uid, gid, joined } = &rec.plan.userns {
         // The spec's own mappings (containerd 2.1 and the kubelet for `hostUsers:
         // false` pods, podman --uidmap): held in the host pool while the container
-        // lives, so no range siloc hands out overlaps them. Released by undo.
-        env.pool.hold_spec(&rec.id, uid, gid)?;
+        // lives, so no range siloc hands out overlaps them; refused when too wide or
+        // overlapping another container's range (userns::idpool_spec). Released by undo.
+        env.pool.hold_spec(&rec.id, uid, gid, *joined)?;
         test_hooks::crash_point("after-idpool");
     }
     let maps = crate::userns::id_maps(&rec.plan.userns, rec.prepared.range);
@@ -463,7 +464,7 @@ pub fn undo(env: &Env<'_>, rec: &Record) -> Result<(), PrepareError> {
     }
     let held = match &rec.plan.userns {
         UsernsPlan::Auto { .. } => true,
-        UsernsPlan::FromSpec { uid, gid } => !uid.is_empty() || !gid.is_empty(),
+        UsernsPlan::FromSpec { uid, gid, .. } => !uid.is_empty() || !gid.is_empty(),
         UsernsPlan::Host => false,
     };
     if held {

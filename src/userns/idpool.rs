@@ -17,8 +17,10 @@
 //! - `auto`: a range siloc handed out (`io.siloc.userns=auto`);
 //! - `spec`: the mappings a live siloc container's spec brought (containerd 2.1 and the
 //!   kubelet for `hostUsers: false` pods, `podman --uidmap`); siloc never hands out a
-//!   range that overlaps them. They are recorded, not checked against the pool: a pod's
-//!   app containers repeat their sandbox's range on purpose.
+//!   range that overlaps them. Before they are recorded, [`super::idpool_spec`] refuses
+//!   those that cover more of the pool than `[userns] max_size` or overlap a range
+//!   handed out to another container (a pod's app containers joining their sandbox's
+//!   namespace may repeat its range exactly).
 //!
 //! Crash safety: the table is the record of the allocation step (written before the
 //! container uses its range), and `delete`, also `delete --force` after a crashed
@@ -32,7 +34,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DEFAULT_POOL_SIZE, DEFAULT_POOL_START, IdMap, UsernsConfig};
+use super::idpool_spec::{self, Refusal};
+use super::{DEFAULT_MAX_SIZE, DEFAULT_POOL_SIZE, DEFAULT_POOL_START, IdMap, UsernsConfig};
 use crate::sys::fs::{IoAt, io_at, write_atomic};
 use crate::sys::lock::{Mode, lock_dir};
 
@@ -139,6 +142,32 @@ pub(crate) enum IdPoolError {
     TooLarge { size: u32, pool_size: u32 },
     #[error("container {0} already holds an ID range")]
     AlreadyHeld(String),
+    #[error(
+        "linux.{field} {maps} covers {covered} IDs of the host ID pool ({pool}), more than \
+         the per-container cap of {cap} IDs ([userns] max_size): held, it would block every \
+         range siloc hands out there; map IDs outside the pool, or raise [userns] max_size"
+    )]
+    SpecTooWide {
+        field: &'static str,
+        maps: String,
+        covered: u64,
+        pool: String,
+        cap: u32,
+    },
+    #[error(
+        "linux.{field} {maps} overlaps the ID range uid={uid},gid={gid},size={size} that \
+         container {holder} holds: two user namespaces would share host IDs. Only a \
+         container joining that container's user namespace (a user namespace path, as a \
+         pod's app containers join their sandbox's) may repeat its range, exactly"
+    )]
+    SpecOverlaps {
+        field: &'static str,
+        maps: String,
+        holder: Holder,
+        uid: String,
+        gid: String,
+        size: String,
+    },
     #[error("ID pool table {0}")]
     Io(#[from] IoAt),
     #[error(
@@ -222,6 +251,8 @@ pub(crate) struct IdPool {
     root: PathBuf,
     pool: Pool,
     alive: HolderAlive,
+    /// `[userns] max_size`: the most pool IDs a spec mapping may cover.
+    cap: u32,
 }
 
 impl IdPool {
@@ -239,7 +270,15 @@ impl IdPool {
             root: std::fs::canonicalize(state_root).unwrap_or_else(|_| state_root.to_path_buf()),
             pool,
             alive,
+            cap: DEFAULT_MAX_SIZE,
         }
+    }
+
+    /// The same pool with `cap` (`[userns] max_size`) as the most pool IDs one spec
+    /// mapping may cover (default [`DEFAULT_MAX_SIZE`]).
+    pub(crate) fn with_cap(mut self, cap: u32) -> IdPool {
+        self.cap = cap;
+        self
     }
 
     /// The table file, `<pool_dir>/ranges.json`.
@@ -320,20 +359,24 @@ impl IdPool {
     }
 
     /// Records the mappings container `id`'s spec brought (host side of each line), so
-    /// no range overlapping them is handed out while it lives. Nothing is recorded for
-    /// empty mappings.
+    /// no range overlapping them is handed out while it lives, after the checks of
+    /// [`idpool_spec`] (`joined`: the spec joins a user namespace by path). Nothing is
+    /// recorded for empty mappings, nor when refused. Entries of holders that left no
+    /// state are reclaimed first.
     ///
-    /// Errors: [`IdPoolError::AlreadyHeld`], table I/O.
+    /// Errors: [`IdPoolError::SpecTooWide`], [`IdPoolError::SpecOverlaps`],
+    /// [`IdPoolError::AlreadyHeld`], table I/O.
     pub(crate) fn hold_spec(
         &self,
         id: &str,
         uid: &[IdMap],
         gid: &[IdMap],
+        joined: bool,
     ) -> Result<(), IdPoolError> {
         if uid.is_empty() && gid.is_empty() {
             return Ok(());
         }
-        let spans = |m: &[IdMap]| {
+        let spans = |m: &[IdMap]| -> Vec<Span> {
             m.iter()
                 .map(|m| Span {
                     host: m.host_id,
@@ -341,19 +384,80 @@ impl IdPool {
                 })
                 .collect()
         };
+        let (us, gs) = (spans(uid), spans(gid));
         self.with_table(|t| {
             if t.entries.iter().any(|e| e.holder_is(&self.root, id)) {
                 return Err(IdPoolError::AlreadyHeld(id.to_string()));
             }
+            reclaim(&mut t.entries, self.alive);
+            idpool_spec::check(&t.entries, self.pool, self.cap, &us, &gs, joined)
+                .map_err(|r| self.refusal(r, uid, gid))?;
             t.entries.push(Entry {
                 root: self.root.clone(),
                 id: id.to_string(),
                 kind: Kind::Spec,
-                uid: spans(uid),
-                gid: spans(gid),
+                uid: us,
+                gid: gs,
             });
             Ok(((), true))
         })
+    }
+
+    /// The error for refusal `r` of mappings `uid`/`gid`.
+    fn refusal(&self, r: Refusal, uid: &[IdMap], gid: &[IdMap]) -> IdPoolError {
+        let text = |m: &[IdMap]| {
+            let lines: Vec<String> = m
+                .iter()
+                .map(|m| format!("{} {} {}", m.container_id, m.host_id, m.size))
+                .collect();
+            format!("[{}]", lines.join(", "))
+        };
+        let which = |is_uid: bool| {
+            if is_uid {
+                ("uidMappings", text(uid))
+            } else {
+                ("gidMappings", text(gid))
+            }
+        };
+        match r {
+            Refusal::TooWide { uid: u, covered } => {
+                let (field, maps) = which(u);
+                let start = if u {
+                    self.pool.uid_start
+                } else {
+                    self.pool.gid_start
+                };
+                IdPoolError::SpecTooWide {
+                    field,
+                    maps,
+                    covered,
+                    pool: format!(
+                        "host {}s {start}..={}",
+                        if u { "uid" } else { "gid" },
+                        u64::from(start) + u64::from(self.pool.size).max(1) - 1
+                    ),
+                    cap: self.cap,
+                }
+            }
+            Refusal::Overlaps { uid: u, entry } => {
+                let (field, maps) = which(u);
+                let list = |v: &[Span]| {
+                    v.iter()
+                        .map(|s| s.host.to_string())
+                        .collect::<Vec<_>>()
+                        .join("+")
+                };
+                let sizes: Vec<String> = entry.uid.iter().map(|s| s.size.to_string()).collect();
+                IdPoolError::SpecOverlaps {
+                    field,
+                    maps,
+                    holder: entry.holder(),
+                    uid: list(&entry.uid),
+                    gid: list(&entry.gid),
+                    size: sizes.join("+"),
+                }
+            }
+        }
     }
 
     /// Releases every entry container `id` of this state root holds. Returns whether
@@ -686,12 +790,58 @@ mod tests {
                 size: 65536,
             }]
         };
-        a.hold_spec("pod", &m(100_000), &m(200_000)).unwrap();
-        a.hold_spec("none", &[], &[]).unwrap();
+        a.hold_spec("pod", &m(100_000), &m(200_000), false).unwrap();
+        a.hold_spec("none", &[], &[], false).unwrap();
         assert_eq!(a.entries().unwrap().len(), 1, "empty mappings: no entry");
         assert_eq!(a.allocate("c", 65536).unwrap().uid, 100_000 + 65536);
         assert!(a.release("pod").unwrap());
         assert_eq!(a.allocate("d", 65536).unwrap().uid, 100_000);
+    }
+
+    /// A refused spec mapping names the mapping, the other container and its range,
+    /// and leaves the table as it was.
+    #[test]
+    fn a_refused_spec_mapping_is_named_and_not_recorded() {
+        let d = tempfile::tempdir().unwrap();
+        let a = at(d.path(), "/a", 8 * 65536, always);
+        let b = at(d.path(), "/b", 8 * 65536, always).with_cap(2 * 65536);
+        a.allocate("sandbox", 65536).unwrap();
+        let m = |h, n| {
+            vec![IdMap {
+                container_id: 0,
+                host_id: h,
+                size: n,
+            }]
+        };
+        let e = b
+            .hold_spec("c", &m(100_000 + 5, 10), &m(900_000, 10), false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "linux.uidMappings [0 100005 10] overlaps the ID range \
+             uid=100000,gid=200000,size=65536 that container sandbox (state root /a) holds: \
+             two user namespaces would share host IDs. Only a container joining that \
+             container's user namespace (a user namespace path, as a pod's app containers \
+             join their sandbox's) may repeat its range, exactly"
+        );
+        // the pod's app container, joining with the sandbox's range
+        b.hold_spec("app", &m(100_000, 65536), &m(200_000, 65536), true)
+            .unwrap();
+        let e = b
+            .hold_spec("huge", &m(1, u32::MAX - 1), &m(1, u32::MAX - 1), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "linux.uidMappings [0 1 4294967294] covers 524288 IDs of the host ID pool \
+                 (host uids 100000..=624287), more than the per-container cap of 131072 IDs \
+                 ([userns] max_size)"
+            ),
+            "{e}"
+        );
+        let ids: Vec<_> = a.entries().unwrap().into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["sandbox", "app"]);
     }
 
     /// An entry whose holder left no state under its root is reclaimed by the next

@@ -5,6 +5,7 @@
 
 pub(crate) mod idpool;
 pub(crate) mod idpool_import;
+pub(crate) mod idpool_spec;
 pub(crate) mod ns_fd;
 
 use std::collections::HashMap;
@@ -21,6 +22,10 @@ pub use ns_fd::{IdMap, userns_with_mapping};
 /// starting at 100000 (the first ID `useradd` leaves to sub-ID ranges).
 pub(crate) const DEFAULT_POOL_START: u32 = 100_000;
 pub(crate) const DEFAULT_POOL_SIZE: u32 = 65_536 * 16_384;
+/// Default `[userns] max_size`: 16 ranges of 65536 (1/1024 of the default pool), so
+/// that one container cannot take the pool; podman's `--userns=auto` caps at 65536
+/// (containers.conf `auto_userns_max_size`), Kubernetes gives every pod 65536.
+pub(crate) const DEFAULT_MAX_SIZE: u32 = 65_536 * 16;
 
 /// `[userns]`: per-container user namespaces (DESIGN.md item 1).
 #[derive(Debug, Clone, Deserialize)]
@@ -30,6 +35,10 @@ pub(crate) struct UsernsConfig {
     pub(crate) default: String,
     /// IDs per container when `io.siloc.userns.size` is not given.
     pub(crate) size: u32,
+    /// The most IDs of the pool one container may hold: the largest
+    /// `io.siloc.userns.size`, and the most pool IDs a spec's own mapping may cover
+    /// ([`idpool_spec`]).
+    pub(crate) max_size: u32,
     /// First host ID of the pool. Unset: /etc/subuid's `containers` entry, else 100000.
     pub(crate) pool_start: Option<u32>,
     /// Number of host IDs in the pool.
@@ -44,6 +53,7 @@ impl Default for UsernsConfig {
         UsernsConfig {
             default: "off".into(),
             size: 65_536,
+            max_size: DEFAULT_MAX_SIZE,
             pool_start: None,
             pool_size: None,
             pool_dir: PathBuf::from(idpool::DEFAULT_POOL_DIR),
@@ -62,6 +72,15 @@ impl UsernsConfig {
         }
         if self.size == 0 {
             return Err(("userns.size", "must be at least 1".into()));
+        }
+        if self.size > self.max_size {
+            return Err((
+                "userns.size",
+                format!(
+                    "{} is above userns.max_size {}, the per-container cap",
+                    self.size, self.max_size
+                ),
+            ));
         }
         if !self.pool_dir.is_absolute() {
             return Err((
@@ -96,7 +115,14 @@ pub(crate) enum UsernsPlan {
     /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
     Auto { size: u32 },
     /// The spec brings its own mappings; siloc leaves them and idmaps layers with them.
-    FromSpec { uid: Vec<IdMap>, gid: Vec<IdMap> },
+    /// `joined`: the spec joins an existing user namespace by path (a pod's app
+    /// container joining its sandbox's), so the mappings repeat that namespace's.
+    FromSpec {
+        uid: Vec<IdMap>,
+        gid: Vec<IdMap>,
+        #[serde(default)]
+        joined: bool,
+    },
 }
 
 /// Decides the container's user namespace from the spec (runtime-spec config-linux
@@ -140,6 +166,7 @@ pub(crate) fn plan(
         return Ok(UsernsPlan::FromSpec {
             uid: conv(l.uid_mappings()),
             gid: conv(l.gid_mappings()),
+            joined: ns.path().is_some(),
         });
     }
     let mode = mode.unwrap_or(cfg.default.as_str());
@@ -164,6 +191,16 @@ pub(crate) fn plan(
             }
         },
     };
+    // One container must not take the host's pool (issue 16): the cap is the config's.
+    if size > cfg.max_size {
+        return Err(err(
+            ann::USERNS_SIZE,
+            format!(
+                "{size} IDs is above the per-container cap of {} IDs ([userns] max_size)",
+                cfg.max_size
+            ),
+        ));
+    }
     check_ids_fit(spec, size)?;
     Ok(UsernsPlan::Auto { size })
 }
@@ -312,7 +349,7 @@ pub(crate) fn id_maps(
                 size: r.size,
             }],
         )),
-        (UsernsPlan::FromSpec { uid, gid }, _) if !uid.is_empty() && !gid.is_empty() => {
+        (UsernsPlan::FromSpec { uid, gid, .. }, _) if !uid.is_empty() && !gid.is_empty() => {
             Some((uid.clone(), gid.clone()))
         }
         _ => None,

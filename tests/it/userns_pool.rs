@@ -278,3 +278,117 @@ fn a_bundles_own_report_annotations_are_dropped() {
     drop((ch, ca));
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// A busybox bundle running `sleep 1000` whose spec brings its own user namespace
+/// (joined by `path` when given) with `host:size` as its uid and gid mapping.
+fn spec_bundle(env: &TestEnv, name: &str, host: u32, size: u32, path: Option<String>) -> Bundle {
+    let mut b = env.bundle(name, &["sleep", "1000"]);
+    b.edit(|s| {
+        let ns = match &path {
+            Some(p) => json!({"type": "user", "path": p}),
+            None => json!({"type": "user"}),
+        };
+        s["linux"]["namespaces"].as_array_mut().unwrap().push(ns);
+        let m = json!([{"containerID": 0, "hostID": host, "size": size}]);
+        s["linux"]["uidMappings"] = m.clone();
+        s["linux"]["gidMappings"] = m;
+    });
+    b
+}
+
+/// A spec mapping that overlaps a range siloc handed out to a live container (in
+/// another state root) is refused, naming the mapping, the other container and its
+/// range, and leaves nothing; the pod's case, a container joining that container's
+/// user namespace with exactly its range (containerd's CRI, siloc's shim), still runs.
+/// Before the fix the overlapping container was created and shared host IDs.
+#[test]
+fn a_spec_mapping_overlapping_a_handed_out_range_is_refused() {
+    needs_root!();
+    let a = TestEnv::with_config(POOL);
+    let b = TestEnv::sharing_pool_of(&a, POOL);
+    let sandbox = Container::start(&a, &auto_bundle(&a, "sb"), &a.id("sb"));
+    assert_eq!(uid_map(&a, &sandbox.id), (0, START, R));
+    let root_a = std::fs::canonicalize(&a.root).unwrap();
+    // A new user namespace with the same range, and one overlapping part of it.
+    for (name, host, size) in [("same", START, R), ("part", START + R - 10, 100)] {
+        let id = b.id(name);
+        let bundle = spec_bundle(&b, name, host, size, None);
+        let (ok, _, err) = b.detached(&["create", "--bundle", bundle.path(), &id]);
+        assert!(!ok, "create {id} should be refused");
+        let want = format!(
+            "linux.uidMappings [0 {host} {size}] overlaps the ID range uid={START},gid={START},\
+             size={R} that container {} (state root {}) holds",
+            sandbox.id,
+            root_a.display()
+        );
+        assert!(err.contains(&want), "{err}");
+        b.assert_no_trace(&id);
+    }
+    assert_eq!(a.pool_holders(), std::slice::from_ref(&sandbox.id));
+    // The pod's app container: joins the sandbox's user namespace, repeats its range.
+    let pid = a.state(&sandbox.id)["pid"].as_i64().unwrap();
+    let app = spec_bundle(&b, "app", START, R, Some(format!("/proc/{pid}/ns/user")));
+    let app = Container::start(&b, &app, &b.id("app"));
+    assert_eq!(uid_map(&b, &app.id), (0, START, R));
+    drop((app, sandbox));
+    assert!(a.leftovers().is_empty(), "{:?}", a.leftovers());
+    assert!(b.leftovers().is_empty(), "{:?}", b.leftovers());
+}
+
+/// 64 ranges: a pool larger than the default per-container cap (16 ranges).
+const BIG_POOL: &str = "[userns]\npool_start = 400000\npool_size = 4194304\n";
+
+/// A spec mapping of `1:4294967294` covers the whole pool: held, it would block every
+/// range. Refused under the default cap, naming the mapping, the pool and the cap;
+/// nothing is left and the pool still hands out ranges. Before the fix the mapping
+/// was recorded and every `io.siloc.userns=auto` create failed "exhausted".
+#[test]
+fn a_spec_mapping_covering_the_pool_is_refused() {
+    needs_root!();
+    let env = TestEnv::with_config(BIG_POOL);
+    let id = env.id("huge");
+    let bundle = spec_bundle(&env, "huge", 1, u32::MAX - 1, None);
+    let (ok, _, err) = env.detached(&["create", "--bundle", bundle.path(), &id]);
+    assert!(!ok, "create {id} should be refused");
+    assert!(
+        err.contains(
+            "linux.uidMappings [0 1 4294967294] covers 4194304 IDs of the host ID pool \
+             (host uids 400000..=4594303), more than the per-container cap of 1048576 IDs \
+             ([userns] max_size)"
+        ),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+    let c = Container::create(&env, &auto_bundle(&env, "c"), &env.id("c"));
+    assert_eq!(uid_of(&env, &c.id), START);
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+/// `io.siloc.userns.size` above `[userns] max_size` (default 1048576) is refused,
+/// naming the annotation, the value and the cap, before anything is made; the cap
+/// itself is accepted. Before the fix a container could take the whole pool.
+#[test]
+fn a_userns_size_above_the_cap_is_refused() {
+    needs_root!();
+    let env = TestEnv::with_config(BIG_POOL);
+    let id = env.id("wide");
+    let mut bundle = auto_bundle(&env, "wide");
+    bundle.annotate("io.siloc.userns.size", "1048577");
+    let (ok, _, err) = env.detached(&["create", "--bundle", bundle.path(), &id]);
+    assert!(!ok, "create {id} should be refused");
+    assert!(
+        err.contains(
+            "annotation io.siloc.userns.size: 1048577 IDs is above the per-container cap \
+             of 1048576 IDs ([userns] max_size)"
+        ),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+    let mut at_cap = auto_bundle(&env, "cap");
+    at_cap.annotate("io.siloc.userns.size", "1048576");
+    let c = Container::create(&env, &at_cap, &env.id("cap"));
+    assert_eq!(uid_of(&env, &c.id), START);
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
