@@ -327,14 +327,14 @@ fn create_prepared(
         && let Err(e) =
             crate::engine::cgroup_compat::after_create(&spec, pid.as_raw(), mounts, own, &spec_dir)
     {
-        let _ = delete_engine(&mut c, true);
+        let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
     }
     // After after_create: the init is in all of its cgroups (named ones too).
     if let Some(pid) = c.pid()
         && let Err(e) = crate::engine::pidns_cgroup::apply(&own_cgroup_mounts, pid)
     {
-        let _ = delete_engine(&mut c, true);
+        let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
     }
     // io.latency: written once the cgroup exists (iopolicy::latency says why).
@@ -346,7 +346,7 @@ fn create_prepared(
             Ok(None) => {}
             Ok(Some(w)) => tracing::warn!(target: "siloc", "container {}: {w}", req.id),
             Err(e) => {
-                let _ = delete_engine(&mut c, true);
+                let _ = delete_engine(&mut c, true, None);
                 return Err(LifecycleError::Other(e.to_string()));
             }
         }
@@ -354,7 +354,7 @@ fn create_prepared(
     if let (Some(p), Some(pid)) = (&req.init.pid_file, c.pid())
         && let Err(e) = engine::ensure_pid_file(p, pid)
     {
-        let _ = delete_engine(&mut c, true);
+        let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
     }
     Ok(c)
@@ -375,7 +375,7 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
     wait_for_creator(&rt.root, id)?;
     let rec = Record::load(&rt.root, id).ok().flatten();
     match engine::load(&rt.root, id) {
-        Ok(mut c) => delete_engine(&mut c, force)?,
+        Ok(mut c) => delete_engine(&mut c, force, Some(&record::dir(&rt.root, id)))?,
         Err(EngineError::NotFound(_)) => {
             let dir = engine::container_dir(&rt.root, id);
             if dir.exists() {
@@ -409,7 +409,8 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
         }
         Err(e) => return Err(e.into()),
     }
-    // The extra cgroups siloc made for the init (engine::cgroup_compat).
+    // The extra cgroups siloc made for the init (engine::cgroup_compat); a container
+    // with libcontainer state had them removed before that state (delete_engine).
     crate::engine::cgroup_compat::remove_extra(&record::dir(&rt.root, id), CGROUP_DRAIN)?;
     if let Some(rec) = rec {
         let pool = rt.pool();
@@ -449,6 +450,28 @@ fn wait_for_creator(root: &Path, id: &str) -> Result<(), LifecycleError> {
 /// with many containers dying at once exceeds (seen with 100 parallel deletes).
 const CGROUP_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Removes the extra cgroups listed in `record_dir` of stopped container `c`: one try
+/// first (its init is gone, and with its own PID namespace every process with it);
+/// else what is left of the container is killed (libcontainer's kill of all its
+/// processes, which a stopped container allows) and the removal waits until
+/// `deadline`.
+///
+/// Errors: an extra cgroup still busy at `deadline`.
+fn remove_extras_of_stopped(
+    c: &mut Container,
+    record_dir: &Path,
+    deadline: std::time::Instant,
+) -> Result<(), LifecycleError> {
+    use crate::engine::cgroup_compat::remove_extra;
+    if remove_extra(record_dir, std::time::Duration::ZERO).is_ok() {
+        return Ok(());
+    }
+    let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
+    let wait = deadline.saturating_duration_since(std::time::Instant::now());
+    remove_extra(record_dir, wait)?;
+    Ok(())
+}
+
 /// Whether `pid` is the init (pid 1) of its own PID namespace: the last NSpid field
 /// of proc_pid_status(5). A container that joins another PID namespace is not.
 fn own_pid_namespace(pid: nix::unistd::Pid) -> bool {
@@ -460,7 +483,20 @@ fn own_pid_namespace(pid: nix::unistd::Pid) -> bool {
     })
 }
 
-fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
+/// libcontainer's delete of `c` (kill first with `force`, as runc), with the busy
+/// cgroup retries. With `extras` (the record dir listing the extra cgroups siloc made,
+/// engine::cgroup_compat), a stopped container's extra cgroups are removed before
+/// libcontainer removes its state: when they cannot be (still busy), the error leaves
+/// the state in place, so a second `delete` finds the container and retries, as runc
+/// keeps a container's state until its cgroups are gone.
+///
+/// Errors: a running container without `force`; an extra cgroup or libcontainer's
+/// cgroup still busy after [`CGROUP_DRAIN`]; libcontainer's other errors.
+fn delete_engine(
+    c: &mut Container,
+    force: bool,
+    extras: Option<&Path>,
+) -> Result<(), LifecycleError> {
     let deadline = std::time::Instant::now() + CGROUP_DRAIN;
     // Kill first and wait for the init to be gone (its pid namespace with it), so
     // libcontainer finds an empty cgroup instead of sleeping through its retries.
@@ -479,6 +515,12 @@ fn delete_engine(c: &mut Container, force: bool) -> Result<(), LifecycleError> {
             let _ = c.kill(nix::sys::signal::Signal::SIGKILL, true);
             crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         }
+    }
+    if let Some(dir) = extras
+        && c.refresh_status().is_ok()
+        && c.status() == libcontainer::container::ContainerStatus::Stopped
+    {
+        remove_extras_of_stopped(c, dir, deadline)?;
     }
     // A stopped container without poststop hooks on cgroup v1: one mount-table read
     // instead of libcontainer's one per controller. Any failure there (a cgroup still

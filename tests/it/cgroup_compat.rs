@@ -255,6 +255,56 @@ fn per_device_bfq_weights_are_written() {
     env.assert_no_trace(&id);
 }
 
+/// Kills and reaps the child on drop, also when the test fails.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `delete` that cannot remove the container's extra cgroup (the hybrid's unified
+/// one, or name=systemd) fails naming it and keeps the container's state, so a second
+/// `delete` retries and leaves nothing, as runc keeps state until its cgroup is gone.
+/// Before the fix libcontainer's state was removed first: `siloc state` and a second
+/// `delete` said "not found" while the cgroup stayed. The failure is real: a process
+/// outside the container sits in its extra cgroup, where delete's kill cannot reach.
+#[test]
+fn a_failed_delete_keeps_the_state_until_the_extra_cgroup_is_gone() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("busy");
+    let c = Container::start(&env, &b, &id);
+    let want = format!("/siloc-{id}");
+    let init = init_pid(&env, &id);
+    let (key, mount) = [("", "unified"), ("name=systemd", "systemd")]
+        .into_iter()
+        .find(|(k, _)| cgroup_of(init, k) == want)
+        .expect("the init in an extra hierarchy");
+    let dir = Path::new(CG).join(mount).join(want.trim_start_matches('/'));
+    let mut outsider = Reaped(
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap(),
+    );
+    std::fs::write(dir.join("cgroup.procs"), outsider.0.id().to_string()).unwrap();
+    assert_eq!(cgroup_of(outsider.0.id() as i32, key), want);
+    let err = env.fails(&["delete", "--force", &id]);
+    assert!(err.contains(&*dir.to_string_lossy()), "{err}");
+    assert!(dir.exists());
+    assert_eq!(env.state(&id)["status"], "stopped", "state kept");
+    let _ = outsider.0.kill();
+    let _ = outsider.0.wait();
+    env.ok(&["delete", &id]);
+    assert!(!dir.exists(), "{} left", dir.display());
+    drop(c);
+    env.assert_no_trace(&id);
+}
+
 #[test]
 fn init_and_exec_join_the_named_and_unified_hierarchies() {
     needs_v1!();
