@@ -54,6 +54,7 @@ use crate::numa::locality::{DevNum, PathDevices};
 pub const MAX_BPS: u64 = i64::MAX as u64;
 /// Largest IOPS accepted: the kernel keeps IOPS limits in 32 bits, all ones = none.
 pub const MAX_IOPS: u64 = u32::MAX as u64 - 1;
+pub mod after_update;
 pub mod host;
 pub mod latency;
 

@@ -4,7 +4,9 @@
 //!
 //! siloc adds `--io-max "rbps=…,wbps=…,riops=…,wiops=…"`: throttles for the whole disks
 //! behind the container's writable layer and volumes (the devices siloc found at
-//! create), `max` lifting a limit.
+//! create), `max` lifting a limit. A container created with an I/O policy gets its
+//! `io.siloc.io.policy` annotation (`siloc state`) and its record's decision updated
+//! to the limits in force ([`iopolicy::after_update`]).
 
 use std::path::{Path, PathBuf};
 
@@ -76,9 +78,11 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     };
     // Limits lifted with `max`: v1 deletes a rule written as 0; v2 needs `key=max`.
     let mut lifted = Vec::new();
+    let mut io_settings = Vec::new();
     if let Some(text) = io_max {
         let settings =
             iopolicy::parse_io_max(text).map_err(|e| anyhow::anyhow!("--io-max: {e}"))?;
+        io_settings.clone_from(&settings);
         let disks = container_disks(rt, id)?;
         let mut b = resources.block_io().clone().unwrap_or_default();
         for (key, rate) in &settings {
@@ -168,6 +172,39 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     // Atomically: `exec` and other updates read it at any time.
     let body = serde_json::to_vec_pretty(&spec)?;
     sys::fs::write_atomic(&spec_path, &body)?;
+    if !io_settings.is_empty() {
+        note_io_policy(rt, id, &io_settings)?;
+    }
+    Ok(())
+}
+
+/// After `--io-max` `settings` were applied: the record's I/O decision and the
+/// `io.siloc.io.policy` annotation of container `c`'s state say the limits in force
+/// ([`iopolicy::after_update::after_io_max`]). A container created without an I/O
+/// policy has neither, and gets none. Called with the update lock held; the state is
+/// loaded afresh, so what other commands saved in it since is kept.
+///
+/// Errors: the record or libcontainer's state cannot be read or saved.
+fn note_io_policy(
+    rt: &Runtime,
+    id: &str,
+    settings: &[(iopolicy::IoKey, Option<u64>)],
+) -> anyhow::Result<()> {
+    let Some(mut rec) = record::Record::load(&rt.root, id)? else {
+        return Ok(());
+    };
+    let Some(d) = rec.prepared.placement.as_mut().and_then(|p| p.io.as_mut()) else {
+        return Ok(());
+    };
+    let mut c = engine::load(&rt.root, id)?;
+    let mut annotations = c.state.annotations.clone().unwrap_or_default();
+    let old = annotations.get(crate::annotations::OUT_IO_POLICY).cloned();
+    let (new, text) = iopolicy::after_update::after_io_max(d, old.as_deref(), settings);
+    *d = new;
+    rec.save(&rt.root)?;
+    annotations.insert(crate::annotations::OUT_IO_POLICY.to_string(), text);
+    c.set_annotations(Some(annotations));
+    c.save()?;
     Ok(())
 }
 

@@ -284,6 +284,63 @@ fn update_io_max_changes_a_running_container() {
     );
 }
 
+/// After `update --io-max`, `siloc state` shows the policy in force in
+/// `io.siloc.io.policy`, not the create-time one (before the fix it kept the class's
+/// limits), and a later update starts from it. The spec's own wbps entry no longer
+/// wins once `--io-max` sets wbps.
+#[test]
+fn update_io_max_shows_the_policy_in_force_in_the_state() {
+    needs_root!();
+    let env = TestEnv::with_config(CLASSES);
+    let (mut b, vol) = bundle_with_volume(&env, "b", &["sleep", "1000"]);
+    let dev = disk_of(&vol);
+    let (major, minor) = dev.split_once(':').expect("MAJ:MIN");
+    let (major, minor): (i64, i64) = (major.parse().unwrap(), minor.parse().unwrap());
+    b.edit(|s| {
+        s["linux"]["resources"]["blockIO"] = serde_json::json!({
+            "throttleWriteBpsDevice": [{"major": major, "minor": minor, "rate": 2097152}]
+        })
+    });
+    b.annotate("io.siloc.io.class", "limited");
+    let id = env.id("pol");
+    let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+    assert!(ok, "create: {err}");
+    let _c = Container {
+        env: &env,
+        id: id.clone(),
+    };
+    let policy = |env: &TestEnv| {
+        env.state(&id)["annotations"]["io.siloc.io.policy"]
+            .as_str()
+            .expect("policy annotation")
+            .to_string()
+    };
+    let p = policy(&env);
+    assert!(
+        p.ends_with(&format!(
+            "rbps=16777216 wbps=8388608 riops=- wiops=400 weight=300 spec=wbps@{dev}"
+        )),
+        "{p}"
+    );
+    env.ok(&["update", "--io-max", "wbps=4M,rbps=max,riops=200", &id]);
+    assert_eq!(
+        limits(&io_cgroup(&env, &id), &dev),
+        [None, Some(4 << 20), Some(200), Some(400)]
+    );
+    let p = policy(&env);
+    assert!(p.starts_with("class=limited "), "{p}");
+    assert!(
+        p.ends_with("rbps=- wbps=4194304 riops=200 wiops=400 weight=300 spec=-"),
+        "{p}"
+    );
+    env.ok(&["update", "--io-max", "wiops=max", &id]);
+    let p = policy(&env);
+    assert!(
+        p.ends_with("rbps=- wbps=4194304 riops=200 wiops=- weight=300 spec=-"),
+        "{p}"
+    );
+}
+
 #[test]
 fn bad_policies_fail_create_and_leave_nothing() {
     needs_root!();
