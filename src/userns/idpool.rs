@@ -142,32 +142,10 @@ pub(crate) enum IdPoolError {
     TooLarge { size: u32, pool_size: u32 },
     #[error("container {0} already holds an ID range")]
     AlreadyHeld(String),
-    #[error(
-        "linux.{field} {maps} covers {covered} IDs of the host ID pool ({pool}), more than \
-         the per-container cap of {cap} IDs ([userns] max_size): held, it would block every \
-         range siloc hands out there; map IDs outside the pool, or raise [userns] max_size"
-    )]
-    SpecTooWide {
-        field: &'static str,
-        maps: String,
-        covered: u64,
-        pool: String,
-        cap: u32,
-    },
-    #[error(
-        "linux.{field} {maps} overlaps the ID range uid={uid},gid={gid},size={size} that \
-         container {holder} holds: two user namespaces would share host IDs. Only a \
-         container joining that container's user namespace (a user namespace path, as a \
-         pod's app containers join their sandbox's) may repeat its range, exactly"
-    )]
-    SpecOverlaps {
-        field: &'static str,
-        maps: String,
-        holder: Holder,
-        uid: String,
-        gid: String,
-        size: String,
-    },
+    #[error(transparent)]
+    SpecTooWide(Box<SpecTooWide>),
+    #[error(transparent)]
+    SpecOverlaps(Box<SpecOverlaps>),
     #[error("ID pool table {0}")]
     Io(#[from] IoAt),
     #[error(
@@ -175,6 +153,38 @@ pub(crate) enum IdPoolError {
          removing it is safe)"
     )]
     Corrupt { path: PathBuf, msg: String },
+}
+
+/// A spec mapping covering more of the pool than the cap ([`super::idpool_spec`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "linux.{field} {maps} covers {covered} IDs of the host ID pool ({pool}), more than \
+     the per-container cap of {cap} IDs ([userns] max_size): held, it would block every \
+     range siloc hands out there; map IDs outside the pool, or raise [userns] max_size"
+)]
+pub(crate) struct SpecTooWide {
+    pub(crate) field: &'static str,
+    pub(crate) maps: String,
+    pub(crate) covered: u64,
+    pub(crate) pool: String,
+    pub(crate) cap: u32,
+}
+
+/// A spec mapping overlapping a range handed out to another container.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "linux.{field} {maps} overlaps the ID range uid={uid},gid={gid},size={size} that \
+     container {holder} holds: two user namespaces would share host IDs. Only a \
+     container joining that container's user namespace (a user namespace path, as a \
+     pod's app containers join their sandbox's) may repeat its range, exactly"
+)]
+pub(crate) struct SpecOverlaps {
+    pub(crate) field: &'static str,
+    pub(crate) maps: String,
+    pub(crate) holder: Holder,
+    pub(crate) uid: String,
+    pub(crate) gid: String,
+    pub(crate) size: String,
 }
 
 /// The table file's contents.
@@ -427,7 +437,7 @@ impl IdPool {
                 } else {
                     self.pool.gid_start
                 };
-                IdPoolError::SpecTooWide {
+                IdPoolError::SpecTooWide(Box::new(SpecTooWide {
                     field,
                     maps,
                     covered,
@@ -437,7 +447,7 @@ impl IdPool {
                         u64::from(start) + u64::from(self.pool.size).max(1) - 1
                     ),
                     cap: self.cap,
-                }
+                }))
             }
             Refusal::Overlaps { uid: u, entry } => {
                 let (field, maps) = which(u);
@@ -448,14 +458,14 @@ impl IdPool {
                         .join("+")
                 };
                 let sizes: Vec<String> = entry.uid.iter().map(|s| s.size.to_string()).collect();
-                IdPoolError::SpecOverlaps {
+                IdPoolError::SpecOverlaps(Box::new(SpecOverlaps {
                     field,
                     maps,
                     holder: entry.holder(),
                     uid: list(&entry.uid),
                     gid: list(&entry.gid),
                     size: sizes.join("+"),
-                }
+                }))
             }
         }
     }
