@@ -20,6 +20,7 @@ pub mod outer_namespaces;
 pub mod pidns_cgroup;
 pub mod pinned_namespaces;
 pub mod procname;
+pub mod rlimit_check;
 pub mod seccomp_compat;
 pub mod stopped_delete;
 pub mod v1_subcgroups;
@@ -254,6 +255,14 @@ pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
 /// ([`crate::engine::exec_sockets`]).
 pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     let c = load(root, id)?;
+    // runc's rlimit error before anything starts (rlimit_check).
+    if let Some(r) = rlimit_check::process_file_rlimits(&o.process) {
+        rlimit_check::check_with(&r, &rlimit_check::Host::current()).map_err(|e| {
+            EngineError::Lib(LibcontainerError::Other(format!(
+                "unable to start container process: {e}"
+            )))
+        })?;
+    }
     // Before joining the user namespace: the lock is on a dir of the host's root.
     let building = crate::engine::exec_sockets::Building::enter(&container_dir(root, id))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;

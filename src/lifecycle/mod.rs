@@ -61,6 +61,8 @@ pub enum LifecycleError {
     Seccomp(#[from] crate::engine::seccomp_compat::SeccompCompatError),
     #[error(transparent)]
     Cgroup(#[from] crate::engine::cgroup_compat::CgroupCompatError),
+    #[error("unable to start container process: error during container init: {0}")]
+    Rlimit(#[from] crate::engine::rlimit_check::RlimitError),
     #[error("{0}")]
     Other(String),
 }
@@ -122,6 +124,8 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         tracing::warn!("{w}");
     }
     crate::engine::mount_guard::check(&spec)?;
+    // runc's rlimit error, before anything is made (engine::rlimit_check).
+    crate::engine::rlimit_check::check(spec.process().as_ref())?;
     let root_path = spec
         .root()
         .as_ref()
