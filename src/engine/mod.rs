@@ -161,10 +161,12 @@ pub struct InitOptions {
 
 /// A builder for the init process, made before `create` changes its working directory
 /// (runc resolves `--pid-file` against the caller's directory).
+/// `start` runs the spec's startContainer hooks in the init ([`hooks::StartContainer`]).
 pub fn init_builder(
     root: &Path,
     id: &str,
     opts: &InitOptions,
+    start: hooks::StartContainer,
 ) -> Result<ContainerBuilder, EngineError> {
     Ok(
         ContainerBuilder::new(id.to_string(), SyscallType::default())
@@ -172,7 +174,7 @@ pub fn init_builder(
             .with_pid_file(opts.pid_file.as_ref())?
             .with_console_socket(opts.console_socket.as_ref())
             .with_preserved_fds(opts.preserve_fds)
-            .with_executor(procname::Named),
+            .with_executor(start),
     )
 }
 
@@ -340,8 +342,6 @@ fn exec_built(
         join_user_namespace(pid)?;
     }
     // linux.memoryPolicy, which libcontainer's tenant builder drops (workload).
-    let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
-        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
     if let Some(mp) = spec
         .linux()
         .as_ref()
