@@ -20,13 +20,15 @@
 //! runc's message where siloc reads it back: an inherited file descriptor for the
 //! hooks `create` runs ([`Report::Fd`], so a hook in the container's user namespace can
 //! write it too), and a file in siloc's record for poststart (`start` runs those, as
-//! host root). startContainer hooks are left to libcontainer (it already gives them
-//! the process's environment): they run after pivot_root, where siloc's binary cannot
+//! host root). startContainer hooks run after pivot_root, where siloc's binary cannot
 //! be executed (execve(2) of `/proc/self/exe`, or of a memfd copy, fails with ENOENT:
 //! siloc is dynamically linked, and its ELF interpreter `/lib64/ld-linux-x86-64.so.2`
-//! and libraries are looked up in the container's root), so their failure keeps
-//! libcontainer's words. poststop hooks are left alone too (runc only warns about
-//! them). Delete this module when libcontainer reports hooks as runc does.
+//! and libraries are looked up in the container's root), so they are not wrapped but
+//! taken out of libcontainer's spec ([`take_start_container`]) and run by siloc's init
+//! executor ([`StartContainer`], code already in the init's memory) right before it
+//! execs the program, where runc's init runs them. poststop hooks are left alone (runc
+//! only warns about them). Delete this module when libcontainer reports hooks as runc
+//! does.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -351,7 +353,11 @@ pub fn wrapper_main(argv: &[OsString]) -> i32 {
         return 1;
     }
     let timeout = timeout.parse::<i64>().ok().filter(|t| *t > 0);
-    match run_hook(path, argv.get(7..).unwrap_or_default(), &cwd, timeout) {
+    let input = HookInput {
+        cwd: &cwd,
+        ..HookInput::default()
+    };
+    match run_hook(path, argv.get(7..).unwrap_or_default(), &input, timeout) {
         Ok(()) => 0,
         Err(f) => {
             let msg = message(&kind, &index, &path.to_string_lossy(), &f);
@@ -378,12 +384,23 @@ fn write_report(report: &Report, msg: &str) {
     }
 }
 
+/// What a hook gets besides its argv: its working directory (`""`: the caller's),
+/// the state on stdin (`None`: the caller's stdin, which libcontainer feeds a
+/// wrapper), and its environment (`None`: the caller's).
+#[derive(Default)]
+struct HookInput<'a> {
+    cwd: &'a str,
+    state: Option<&'a [u8]>,
+    env: Option<&'a [String]>,
+}
+
 fn run_hook(
     path: &std::ffi::OsStr,
     argv: &[OsString],
-    cwd: &str,
+    input: &HookInput,
     timeout: Option<i64>,
 ) -> Result<(), Failure> {
+    let cwd = input.cwd;
     if !cwd.is_empty() {
         std::env::set_current_dir(cwd).map_err(|e| Failure::Chdir(format!("chdir {cwd}: {e}")))?;
     }
@@ -391,9 +408,22 @@ fn run_hook(
     if let Some((arg0, rest)) = argv.split_first() {
         cmd.arg0(arg0).args(rest);
     }
-    cmd.stdin(std::process::Stdio::inherit())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    if let Some(env) = input.env {
+        cmd.env_clear();
+        for kv in env {
+            // runtime-spec: env entries are KEY=VALUE; one without '=' is skipped.
+            if let Some((k, v)) = kv.split_once('=') {
+                cmd.env(k, v);
+            }
+        }
+    }
+    cmd.stdin(if input.state.is_some() {
+        std::process::Stdio::piped()
+    } else {
+        std::process::Stdio::inherit()
+    })
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     // SAFETY: prctl is async-signal-safe; the hook dies with its wrapper, which
     // libcontainer may kill.
     unsafe {
@@ -408,6 +438,14 @@ fn run_hook(
         )))
     })?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    if let (Some(state), Some(mut stdin)) = (input.state, child.stdin.take()) {
+        // A hook that exits without reading its stdin is no error (EPIPE ignored,
+        // as runc and libcontainer do).
+        let state = state.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&state);
+        });
+    }
     let read_all = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -456,6 +494,89 @@ fn run_hook(
         out,
         err,
     })
+}
+
+/// Takes the spec's startContainer hooks out of `spec` (libcontainer would run them
+/// and report a failure without naming it) for [`run_start_container`], which siloc's
+/// init executor calls. Empty when the spec has none.
+pub fn take_start_container(spec: &mut Spec) -> Vec<Hook> {
+    let Some(mut hooks) = spec.hooks().clone() else {
+        return Vec::new();
+    };
+    let taken = hooks.start_container_mut().take().unwrap_or_default();
+    spec.set_hooks(Some(hooks));
+    taken
+}
+
+/// Runs startContainer `hooks` in order, in the calling process (the container's
+/// init, after `start`, before the program is exec'd: runtime-spec
+/// "startContainer Hooks"), as runc's init does (standard_init_linux.go): each gets
+/// `state` on stdin with `pid` set to the caller's pid (in the container's PID
+/// namespace, as runc's `unix.Getpid()`) and `status` "created", and, when the hook
+/// has no `env`, the process's environment (the caller's, libcontainer's executor
+/// having set it). Runs from siloc's own code, so nothing is exec'd from the host.
+///
+/// Errors: runc's "error running startContainer hook #N: ..." for the first that fails.
+pub fn run_start_container(hooks: &[Hook], state: &oci_spec::runtime::State) -> Result<(), String> {
+    let mut state = state.clone();
+    state.set_pid(Some(std::process::id() as i32));
+    state.set_status(oci_spec::runtime::ContainerState::Created);
+    let body = serde_json::to_vec(&state).map_err(|e| format!("startContainer hook state: {e}"))?;
+    for (i, h) in hooks.iter().enumerate() {
+        let path = h.path().as_os_str();
+        let argv: Vec<OsString> = match h.args() {
+            Some(a) if !a.is_empty() => a.iter().map(OsString::from).collect(),
+            _ => vec![path.to_os_string()],
+        };
+        let input = HookInput {
+            cwd: "",
+            state: Some(&body),
+            env: h.env().as_deref(),
+        };
+        if let Err(f) = run_hook(path, &argv, &input, h.timeout().filter(|t| *t > 0)) {
+            return Err(message(
+                "startContainer",
+                &i.to_string(),
+                &path.to_string_lossy(),
+                &f,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The init's executor: [`super::procname::Named`], running the startContainer
+/// `hooks` ([`run_start_container`]) before it execs the program. A failure goes to
+/// the init's stderr (the container's, where runc's init prints it) and fails the
+/// init, which exits 255 as runc's does.
+#[derive(Clone, Default)]
+pub struct StartContainer {
+    pub hooks: Vec<Hook>,
+    /// The container's state (id, bundle, annotations) the hooks get.
+    pub state: oci_spec::runtime::State,
+}
+
+impl libcontainer::workload::Executor for StartContainer {
+    fn exec(&self, spec: &Spec) -> Result<(), libcontainer::workload::ExecutorError> {
+        if !self.hooks.is_empty()
+            && let Err(msg) = run_start_container(&self.hooks, &self.state)
+        {
+            let _ = writeln!(std::io::stderr(), "{msg}");
+            return Err(libcontainer::workload::ExecutorError::Other(msg));
+        }
+        libcontainer::workload::Executor::exec(&super::procname::Named, spec)
+    }
+
+    fn validate(&self, spec: &Spec) -> Result<(), libcontainer::workload::ExecutorValidationError> {
+        libcontainer::workload::Executor::validate(&super::procname::Named, spec)
+    }
+
+    fn setup_envs(
+        &self,
+        envs: std::collections::HashMap<String, String>,
+    ) -> Result<(), libcontainer::workload::ExecutorSetEnvsError> {
+        libcontainer::workload::Executor::setup_envs(&super::procname::Named, envs)
+    }
 }
 
 /// Whether `argv` (the process's own) is a wrapped hook's.

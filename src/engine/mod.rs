@@ -20,6 +20,7 @@ pub mod outer_namespaces;
 pub mod pidns_cgroup;
 pub mod pinned_namespaces;
 pub mod procname;
+pub mod rlimit_check;
 pub mod seccomp_compat;
 pub mod stopped_delete;
 pub mod v1_subcgroups;
@@ -160,10 +161,12 @@ pub struct InitOptions {
 
 /// A builder for the init process, made before `create` changes its working directory
 /// (runc resolves `--pid-file` against the caller's directory).
+/// `start` runs the spec's startContainer hooks in the init ([`hooks::StartContainer`]).
 pub fn init_builder(
     root: &Path,
     id: &str,
     opts: &InitOptions,
+    start: hooks::StartContainer,
 ) -> Result<ContainerBuilder, EngineError> {
     Ok(
         ContainerBuilder::new(id.to_string(), SyscallType::default())
@@ -171,7 +174,7 @@ pub fn init_builder(
             .with_pid_file(opts.pid_file.as_ref())?
             .with_console_socket(opts.console_socket.as_ref())
             .with_preserved_fds(opts.preserve_fds)
-            .with_executor(procname::Named),
+            .with_executor(start),
     )
 }
 
@@ -254,6 +257,14 @@ pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
 /// ([`crate::engine::exec_sockets`]).
 pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     let c = load(root, id)?;
+    // runc's rlimit error before anything starts (rlimit_check).
+    if let Some(r) = rlimit_check::process_file_rlimits(&o.process) {
+        rlimit_check::check_with(&r, &rlimit_check::Host::current()).map_err(|e| {
+            EngineError::Lib(LibcontainerError::Other(format!(
+                "unable to start container process: {e}"
+            )))
+        })?;
+    }
     // Before joining the user namespace: the lock is on a dir of the host's root.
     let building = crate::engine::exec_sockets::Building::enter(&container_dir(root, id))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
@@ -301,6 +312,16 @@ fn exec_built(
     o: ExecOptions,
     sub_cgroup: Option<String>,
 ) -> Result<Pid, EngineError> {
+    let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
+    // linux.seccomp, which libcontainer's tenant builder drops (exec_seccomp); a
+    // notify profile's agent is reached as host root, before anything starts.
+    let seccomp = exec_seccomp::check(&spec);
+    let agent = match &seccomp {
+        Some(s) => exec_seccomp::AgentHandOver::connect(s)
+            .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?,
+        None => None,
+    };
     // runc execs into a created container too; libcontainer's builder is shown a
     // view of it as running (exec_created), made before joining the user namespace.
     let view = if c.status() == ContainerStatus::Created {
@@ -321,8 +342,6 @@ fn exec_built(
         join_user_namespace(pid)?;
     }
     // linux.memoryPolicy, which libcontainer's tenant builder drops (workload).
-    let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
-        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
     if let Some(mp) = spec
         .linux()
         .as_ref()
@@ -331,9 +350,6 @@ fn exec_built(
         workload::inherit_memory_policy(mp)
             .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
     }
-    // linux.seccomp, which libcontainer's tenant builder drops too (exec_seccomp).
-    let seccomp = exec_seccomp::check(&spec)
-        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
     let pid_file = o.pid_file.clone();
     let builder_root = view.as_ref().map_or(root, |v| v.root());
     let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())
@@ -341,7 +357,10 @@ fn exec_built(
         .with_pid_file(o.pid_file.as_ref())?
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
-        .with_executor(exec_seccomp::Filtered { seccomp })
+        .with_executor(exec_seccomp::Filtered {
+            seccomp,
+            agent_fd: agent.as_ref().map(|a| a.child_fd()),
+        })
         .as_tenant()
         .with_detach(o.detach)
         .with_process(Some(&o.process))
@@ -350,6 +369,21 @@ fn exec_built(
         .build();
     drop(view);
     let pid = pid?;
+    if let Some(a) = agent {
+        let handed = exec_seccomp::running_state(
+            id,
+            c.pid().map_or(0, |p| p.as_raw()),
+            c.bundle(),
+            c.state.annotations.clone().unwrap_or_default(),
+        )
+        .and_then(|state| a.finish(pid, state));
+        if let Err(e) = handed {
+            // runc kills the process it could not hand over.
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+            return Err(EngineError::Lib(LibcontainerError::Other(e.to_string())));
+        }
+    }
     if let Some(p) = pid_file
         && let Err(e) = ensure_pid_file(&p, pid)
     {

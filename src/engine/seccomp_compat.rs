@@ -274,19 +274,27 @@ pub fn listener_error(spec: &Spec, msg: &str) -> Option<String> {
         .as_ref()?
         .listener_path()
         .clone()?;
-    let reason = match std::os::unix::net::UnixStream::connect(&path) {
-        Ok(_) => return None,
-        Err(e) => e
-            .raw_os_error()
-            .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
-            .unwrap_or_else(|| e.to_string()),
-    };
+    let e = std::os::unix::net::UnixStream::connect(&path).err()?;
     Some(format!(
-        "{}unable to start container process: failed to connect with seccomp agent \
-         specified in the seccomp profile: dial unix {}: connect: {reason}",
+        "{}unable to start container process: {}",
         &msg[..at],
-        path.display()
+        agent_error(&path, &e)
     ))
+}
+
+/// runc's words for a failed connect(2) to the seccomp agent at `path`: "failed to
+/// connect with seccomp agent specified in the seccomp profile: dial unix PATH:
+/// connect: REASON" (runc's sendContainerProcessState, Go's net.Dial error), REASON
+/// the errno's text in lowercase.
+pub fn agent_error(path: &Path, e: &std::io::Error) -> String {
+    let reason = e
+        .raw_os_error()
+        .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
+        .unwrap_or_else(|| e.to_string());
+    format!(
+        "failed to connect with seccomp agent specified in the seccomp profile: dial unix {}: connect: {reason}",
+        path.display()
+    )
 }
 
 #[cfg(test)]

@@ -176,26 +176,17 @@ pub fn inherit_memory_policy(mp: &oci_spec::runtime::LinuxMemoryPolicy) -> Resul
     Ok(())
 }
 
-/// The node ids of a list such as `0-2,4` (at most node 1023, the kernel's
-/// MAX_NUMNODES limit). Errors: the part that is not a number or range.
+/// The kernel's MAX_NUMNODES (include/linux/numa.h, NODES_SHIFT 10): node ids are
+/// below it.
+const MAX_NUMNODES: u32 = 1024;
+
+/// The node ids of a list such as `0-2,4` (runc's lenient list syntax,
+/// [`crate::numa::cpulist::CpuList::parse_lenient`]), ids below [`MAX_NUMNODES`].
+/// Errors: runc's "invalid memory policy nodes" text.
 fn node_ids(list: &str) -> Result<Vec<usize>, String> {
-    let mut ids = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| {
-            s.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("invalid memory policy nodes {list:?}"))
-        };
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if lo > hi || hi >= 1024 {
-            return Err(format!("invalid memory policy nodes {list:?}"));
-        }
-        ids.extend(lo..=hi);
-    }
-    Ok(ids)
+    crate::numa::cpulist::CpuList::parse_lenient(list, MAX_NUMNODES)
+        .map(|l| l.iter().map(|n| n as usize).collect())
+        .map_err(|_| format!("invalid memory policy nodes {list:?}"))
 }
 
 /// Sets `HOME=/` when `envs` has no (or an empty) HOME: runc's default for a uid the

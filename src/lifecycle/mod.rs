@@ -61,6 +61,8 @@ pub enum LifecycleError {
     Seccomp(#[from] crate::engine::seccomp_compat::SeccompCompatError),
     #[error(transparent)]
     Cgroup(#[from] crate::engine::cgroup_compat::CgroupCompatError),
+    #[error("unable to start container process: error during container init: {0}")]
+    Rlimit(#[from] crate::engine::rlimit_check::RlimitError),
     #[error("{0}")]
     Other(String),
 }
@@ -101,6 +103,22 @@ pub fn holder_has_state(root: &Path, id: &str) -> bool {
     present(record::dir(root, id)) || present(engine::container_dir(root, id))
 }
 
+/// The state startContainer hooks get (runtime-spec "State"): `id`, `bundle` and the
+/// spec's annotations; the init sets `pid` and `status`.
+fn start_hook_state(
+    id: &str,
+    bundle: &Path,
+    spec: &oci_spec::runtime::Spec,
+) -> Result<oci_spec::runtime::State, LifecycleError> {
+    oci_spec::runtime::StateBuilder::default()
+        .version(oci_spec::runtime::VERSION)
+        .id(id)
+        .bundle(bundle.to_path_buf())
+        .annotations(spec.annotations().clone().unwrap_or_default())
+        .build()
+        .map_err(|e| LifecycleError::Other(format!("startContainer hook state: {e}")))
+}
+
 /// What `create` (and `run`) take from the command line.
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -123,6 +141,8 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         tracing::warn!("{w}");
     }
     crate::engine::mount_guard::check(&spec)?;
+    // runc's rlimit error, before anything is made (engine::rlimit_check).
+    crate::engine::rlimit_check::check(spec.process().as_ref())?;
     let root_path = spec
         .root()
         .as_ref()
@@ -261,6 +281,11 @@ fn create_prepared(
     let opened =
         crate::engine::outer_namespaces::Opened::open(&outer).map_err(EngineError::from)?;
     crate::engine::hooks::runtime_namespaces(&mut spec, &opened.own_fds());
+    // startContainer hooks: siloc's init executor runs and names them (engine::hooks).
+    let start = crate::engine::hooks::StartContainer {
+        hooks: crate::engine::hooks::take_start_container(&mut spec),
+        state: start_hook_state(&req.id, bundle, &spec)?,
+    };
     // libcontainer 0.7 opens namespace paths from inside the user namespace, where a
     // pod sandbox's init that has not yet exec'd refuses them (EACCES): siloc opens
     // them and libcontainer gets /proc/self/fd/N (engine::pinned_namespaces).
@@ -271,7 +296,7 @@ fn create_prepared(
         .map_err(|e| LifecycleError::Other(format!("write final spec: {e}")))?;
     // Absolute paths first, then work from the bundle as runc does, so relative mount
     // sources and hook paths resolve against it.
-    let builder = engine::init_builder(&rt.root, &req.id, &req.init)?;
+    let builder = engine::init_builder(&rt.root, &req.id, &req.init, start)?;
     std::env::set_current_dir(bundle)
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
     let baseline = crate::engine::mount_guard::Baseline::capture(&spec)?;

@@ -194,25 +194,13 @@ fn check_memory_policy(mp: &Value) -> Result<(), FieldError> {
 }
 
 /// The number of distinct nodes in a cpuset-style list (`0-2,4`), as runc's
-/// `ToCPUSet` counts them. Errors: the part that is not a number or range.
+/// `ToCPUSet` counts them ([`crate::numa::cpulist::CpuList::parse_lenient`], ids
+/// below the kernel's MAX_NUMNODES, 1024). Errors: runc's "invalid format: PART" or
+/// "invalid range: PART".
 fn node_count(list: &str) -> Result<usize, String> {
-    let mut nodes = std::collections::BTreeSet::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| {
-            s.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("invalid format: {part}"))
-        };
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if lo > hi || hi >= 1024 {
-            return Err(format!("invalid range: {part}"));
-        }
-        nodes.extend(lo..=hi);
-    }
-    Ok(nodes.len())
+    crate::numa::cpulist::CpuList::parse_lenient(list, 1024)
+        .map(|l| l.len())
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -22,6 +22,19 @@ pub enum CpuListError {
     TooLarge { text: String, id: u32 },
 }
 
+/// Errors from [`CpuList::parse_lenient`]; each names the comma-separated part at
+/// fault, in the words runc's `linux.memoryPolicy` check uses (siloc's
+/// `lifecycle::spec_compat`).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ListPartError {
+    /// A part that is not a number or an `a-b` range of numbers.
+    #[error("invalid format: {0}")]
+    Format(String),
+    /// A range running backwards, or an id at or above the caller's limit.
+    #[error("invalid range: {0}")]
+    Range(String),
+}
+
 /// A set of CPU (or NUMA node) numbers. Shown and serialized in cpulist syntax.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct CpuList(BTreeSet<u32>);
@@ -71,6 +84,36 @@ impl CpuList {
                     set.extend(lo..=hi);
                 }
             }
+        }
+        Ok(CpuList(set))
+    }
+
+    /// Parses a list as runc's `ToCPUSet` reads one (runc libcontainer/utils): empty
+    /// parts (extra commas) are skipped and spaces around parts and numbers ignored, so
+    /// `""` and `"1,,2,"` are valid; every id must be below `limit` (the kernel's
+    /// MAX_NUMNODES, 1024, for NUMA node masks).
+    ///
+    /// Errors: [`ListPartError::Format`] for a part that is not a decimal number or
+    /// `a-b` range, [`ListPartError::Range`] for a backwards range or an id `>= limit`.
+    pub fn parse_lenient(text: &str, limit: u32) -> Result<CpuList, ListPartError> {
+        let mut set = BTreeSet::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let num = |s: &str| -> Result<u32, ListPartError> {
+                let s = s.trim();
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(ListPartError::Format(part.to_string()));
+                }
+                s.parse()
+                    .map_err(|_| ListPartError::Range(part.to_string()))
+            };
+            let (lo, hi) = match part.split_once('-') {
+                Some((a, b)) => (num(a)?, num(b)?),
+                None => (num(part)?, num(part)?),
+            };
+            if lo > hi || hi >= limit {
+                return Err(ListPartError::Range(part.to_string()));
+            }
+            set.extend(lo..=hi);
         }
         Ok(CpuList(set))
     }
@@ -193,6 +236,44 @@ mod tests {
             CpuList::parse("0-4294967295"),
             Err(CpuListError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn lenient_lists_as_runc_reads_them() {
+        let ids = |t| {
+            CpuList::parse_lenient(t, 1024)
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids("0-2,4"), vec![0, 1, 2, 4]);
+        assert_eq!(ids(" 1 ,, 3 - 4 ,"), vec![1, 3, 4]);
+        assert_eq!(ids("2,2,1-2"), vec![1, 2]);
+        assert!(ids("").is_empty());
+        assert_eq!(ids("1023"), vec![1023]);
+        for (bad, want) in [
+            ("x", ListPartError::Format("x".into())),
+            ("0,1-x", ListPartError::Format("1-x".into())),
+            ("1-2-3", ListPartError::Format("1-2-3".into())),
+            ("+1", ListPartError::Format("+1".into())),
+            ("-1", ListPartError::Format("-1".into())),
+            ("3-1", ListPartError::Range("3-1".into())),
+            ("0,1024", ListPartError::Range("1024".into())),
+            (
+                "1-99999999999",
+                ListPartError::Range("1-99999999999".into()),
+            ),
+        ] {
+            assert_eq!(CpuList::parse_lenient(bad, 1024), Err(want), "{bad}");
+        }
+        assert_eq!(
+            CpuList::parse_lenient("3-1", 1024).unwrap_err().to_string(),
+            "invalid range: 3-1"
+        );
+        assert_eq!(
+            CpuList::parse_lenient("a", 1024).unwrap_err().to_string(),
+            "invalid format: a"
+        );
     }
 
     #[test]

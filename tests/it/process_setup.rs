@@ -443,3 +443,77 @@ fn namespaces_joined_by_path() {
         .collect();
     assert_eq!(out.lines().collect::<Vec<_>>(), want);
 }
+
+/// Whether this process has CAP_SYS_RESOURCE (bit 24 of CapEff).
+fn has_sys_resource() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_some_and(|c| c & (1 << 24) != 0)
+}
+
+/// An rlimit the runtime cannot set fails `create` and `exec` with runc's text
+/// (`error setting rlimit type 7: operation not permitted`) before anything starts:
+/// RLIMIT_NOFILE above `fs.nr_open` (refused to everyone), and, on a host where the
+/// runtime lacks CAP_SYS_RESOURCE, podman's default of 1048576 above the runtime's
+/// own hard limit. Before: "intermediate process error EPERM".
+#[test]
+fn an_rlimit_the_runtime_cannot_set_fails_in_runcs_words() {
+    needs_root!();
+    let env = TestEnv::new();
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut hards = vec![nr_open + 1];
+    if !has_sys_resource() {
+        let mut own = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills one struct we own.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut own) }, 0);
+        hards.push(own.rlim_max + 1);
+    } else {
+        eprintln!("note: CAP_SYS_RESOURCE held: only the fs.nr_open case is checked");
+    }
+    let want = "error setting rlimits for ready process: error setting rlimit type 7: \
+                operation not permitted";
+    for (i, hard) in hards.iter().enumerate() {
+        let rl = json!([{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": hard}]);
+        let mut b = env.bundle(&format!("rl{i}"), &["true"]);
+        b.edit(|s| s["process"]["rlimits"] = rl.clone());
+        let id = env.id(&format!("rl{i}"));
+        let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+        assert!(!ok, "{hard}");
+        assert!(
+            err.contains(&format!(
+                "unable to start container process: error during container init: {want}"
+            )),
+            "{hard}: {err}"
+        );
+        env.assert_no_trace(&id);
+        assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    }
+    // exec --process with the same limit: refused, nothing started
+    let b = env.bundle("ok", &["sleep", "100"]);
+    let c = Container::start(&env, &b, &env.id("rlexec"));
+    let p = process_file(
+        &env,
+        "rl.json",
+        json!({"args": ["sh", "-c", "touch /tmp/ran"], "cwd": "/", "env": ["PATH=/bin"],
+               "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": nr_open + 1}]}),
+    );
+    let (code, _, err) = c.exec(&["--process", &p]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("unable to start container process: {want}")),
+        "{err}"
+    );
+    let ps = env.ok(&["ps", "--format", "json", &c.id]);
+    let pids: Vec<i64> = serde_json::from_str(&ps).unwrap();
+    assert_eq!(pids.len(), 1, "{ps}");
+}

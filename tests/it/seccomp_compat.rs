@@ -163,6 +163,119 @@ fn notify_without_an_agent_fails_in_runcs_words_and_leaves_nothing() {
     env.assert_no_trace(&id);
 }
 
+/// One agent connection: the notify fd and the message it came with (runtime-spec
+/// "seccomp state", the container process state as JSON).
+fn accept_with_state(l: &std::os::unix::net::UnixListener) -> (OwnedFd, Value) {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{FromRawFd, RawFd};
+    let (conn, _) = l.accept().unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let fd = msg
+        .cmsgs()
+        .unwrap()
+        .find_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+            _ => None,
+        })
+        .expect("no fd with the seccomp state");
+    let n = msg.bytes;
+    // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    (fd, serde_json::from_slice(&buf[..n]).unwrap())
+}
+
+/// Answers every notification on `fd` with EOPNOTSUPP until it closes.
+fn answer(fd: OwnedFd) -> usize {
+    let mut answered = 0;
+    loop {
+        let mut req = SeccompNotif::default();
+        // SAFETY: req is a seccomp_notif the kernel fills; fd is a notify fd.
+        if unsafe { notif_recv(fd.as_raw_fd(), &mut req) }.is_err() {
+            return answered;
+        }
+        let mut resp = SeccompNotifResp {
+            id: req.id,
+            val: 0,
+            error: -libc::EOPNOTSUPP,
+            flags: 0,
+        };
+        // SAFETY: resp is a seccomp_notif_resp for the id just received.
+        let _ = unsafe { notif_send(fd.as_raw_fd(), &mut resp) };
+        answered += 1;
+    }
+}
+
+/// An exec'd process under a notify profile hands its own listener fd to the agent,
+/// as runc's exec does: one connection per process, the state naming the fd
+/// (`fds: ["seccompFd"]`), the running container and the exec'd pid; the agent answers
+/// the exec'd process's mkdir. With the agent gone, exec fails in runc's words and
+/// starts nothing. Before: exec refused any notify profile.
+#[test]
+fn exec_with_a_notify_profile_hands_its_fd_to_the_agent() {
+    needs_root!();
+    let env = TestEnv::new();
+    let sock = env.dir.path().join("agent.sock");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let mut b = env.bundle("b", &["sleep", "100"]);
+    b.edit(|s| {
+        s["root"]["readonly"] = Value::Bool(false);
+        s["linux"]["seccomp"] = notify_profile(&sock, &[]);
+    });
+    let id = env.id("execnotify");
+    let agent = std::thread::spawn(move || {
+        // the init's connection (create), then the exec'd process's
+        let (init_fd, init_state) = accept_with_state(&l);
+        std::thread::spawn(move || answer(init_fd));
+        let (fd, state) = accept_with_state(&l);
+        (init_state, state, answer(fd))
+    });
+    let c = common::Container::start(&env, &b, &id);
+    let (code, out, err) = c.exec(&["sh", "-c", "mkdir /tmp/q 2>&1; echo rc=$?"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Operation not supported") && out.contains("rc=1"),
+        "{out} {err}"
+    );
+    let (init_state, state, answered) = agent.join().unwrap();
+    assert!(answered >= 1);
+    assert_eq!(state["fds"], json!(["seccompFd"]), "{state}");
+    assert_eq!(state["metadata"], "siloc-test", "{state}");
+    assert_eq!(state["state"]["id"], id.as_str(), "{state}");
+    assert_eq!(state["state"]["status"], "running", "{state}");
+    assert_eq!(
+        state["state"]["pid"], init_state["pid"],
+        "{state} {init_state}"
+    );
+    assert!(
+        state["pid"].as_i64().unwrap() > 0 && state["pid"] != init_state["pid"],
+        "{state}"
+    );
+    // No agent any more: runc's words, and no process left in the container.
+    std::fs::remove_file(&sock).unwrap();
+    let (code, _, err) = c.exec(&["sh", "-c", "echo ran > /tmp/ran"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!(
+            "failed to connect with seccomp agent specified in the seccomp profile: dial unix {}: connect: no such file or directory",
+            sock.display()
+        )),
+        "{err}"
+    );
+    let ps = env.ok(&["ps", "--format", "json", &id]);
+    let pids: Vec<i64> = serde_json::from_str(&ps).unwrap();
+    assert_eq!(pids.len(), 1, "{ps}");
+    assert!(!b.dir.join("rootfs/tmp/ran").exists());
+}
+
 /// A static helper that makes syscall argv[1] and prints the errno it got.
 fn sysno_helper(rootfs: &Path) -> bool {
     let src = rootfs.join("../sysno.c");

@@ -103,12 +103,26 @@ fn a_failing_hook_is_named_as_runc_names_it() {
     let err = env.fails(&["start", &c.id]);
     assert!(err.contains(&want("poststart")), "{err}");
     drop(c);
-    // startContainer hooks stay libcontainer's (siloc cannot run in the container):
-    // the failure fails the container, in libcontainer's words
-    let mut b = env.bundle("startc", &["true"]);
+    // startContainer hooks run in the container's init after `start`: runc's init
+    // prints the failure on the container's stderr and exits 255; the program never
+    // runs.
+    let mut b = env.bundle("startc", &["sh", "-c", "echo program-ran"]);
     b.edit(|s| s["hooks"] = json!({"startContainer": [{"path": "/bin/true"}, fail("/bin/sh")]}));
-    let (code, _, _) = run(&env, &b, "startc");
-    assert_ne!(code, 0);
+    let (code, out, err) = run(&env, &b, "startc");
+    assert_eq!(code, 255, "{out} {err}");
+    assert!(err.contains(&want("startContainer")), "{err}");
+    assert!(!out.contains("program-ran"), "{out}");
+    // one that cannot be started, as Go's os/exec words it
+    let mut b = env.bundle("startc2", &["true"]);
+    b.edit(|s| s["hooks"] = json!({"startContainer": [{"path": "/nonexistent"}]}));
+    let (code, _, err) = run(&env, &b, "startc2");
+    assert_eq!(code, 255, "{err}");
+    assert!(
+        err.contains(
+            "error running startContainer hook #0: fork/exec /nonexistent: no such file or directory"
+        ),
+        "{err}"
+    );
 }
 
 /// createContainer hooks run with the container's rootfs as working directory (runc
@@ -128,7 +142,9 @@ fn hooks_run_where_and_with_what_runc_gives_them() {
             s["process"]["env"] = json!(["PATH=/bin", "FOO=bar"]);
             s["hooks"] = json!({
                 "createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "pwd > cc-pwd"]}],
-                "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "env > /sc-env"]}],
+                "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "env > /sc-env"]},
+                    {"path": "/bin/sh", "args": ["sh", "-c", "env > /sc-env2; cat > /sc-state"],
+                     "env": ["PATH=/bin", "ONLY=this"]}],
             });
         });
         let (code, _, err) = run(&env, &b, &format!("where{userns}"));
@@ -143,6 +159,17 @@ fn hooks_run_where_and_with_what_runc_gives_them() {
         );
         let e = std::fs::read_to_string(rootfs.join("sc-env")).unwrap();
         assert!(e.lines().any(|l| l == "FOO=bar"), "{e}");
+        // a hook's own env replaces the process's; the state says created, pid in
+        // the container's PID namespace (runc's init gives its getpid())
+        let e = std::fs::read_to_string(rootfs.join("sc-env2")).unwrap();
+        assert!(e.lines().any(|l| l == "ONLY=this"), "{e}");
+        assert!(!e.lines().any(|l| l == "FOO=bar"), "{e}");
+        let st: Value =
+            serde_json::from_str(&std::fs::read_to_string(rootfs.join("sc-state")).unwrap())
+                .unwrap();
+        assert_eq!(st["status"], "created", "{st}");
+        assert_eq!(st["pid"], 1, "{st}");
+        assert_eq!(st["bundle"], b.path(), "{st}");
     }
 }
 
