@@ -74,9 +74,48 @@ pub fn apply(
     .map_err(sys)?;
     match crate::sys::fork::receive(helper.sock()).map_err(sys)? {
         Ok(_) => Ok(()),
-        Err((code, errno)) if code & FIXUP != 0 => {
-            Err(fixups.error((code & !FIXUP) as usize, errno).into())
-        }
-        Err((code, errno)) => Err(compat.error(code, errno).into()),
+        Err((code, errno)) => Err(match half(code) {
+            Half::Fixup(i) => fixups.error(i, errno).into(),
+            Half::Compat(c) => compat.error(c, errno).into(),
+        }),
+    }
+}
+
+/// Which half a helper report code belongs to, and its own code there.
+#[derive(Debug, PartialEq, Eq)]
+enum Half {
+    /// mount_compat's code (step << 16 | index).
+    Compat(u32),
+    /// mount_fixups' change index.
+    Fixup(usize),
+}
+
+fn half(code: u32) -> Half {
+    if code & FIXUP != 0 {
+        Half::Fixup((code & !FIXUP) as usize)
+    } else {
+        Half::Compat(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_codes_name_their_half() {
+        // mount_compat's highest step (7, the file masks) at a high index stays its own.
+        assert_eq!(half((7 << 16) | 0xffff), Half::Compat((7 << 16) | 0xffff));
+        assert_eq!(half(SETUP), Half::Compat(0));
+        assert_eq!(half(FIXUP | 3), Half::Fixup(3));
+        let compat = mount_compat::Plan {
+            masks: vec!["/proc/kcore".into(), "/sys/firmware".into()],
+            ..Default::default()
+        };
+        let e = compat.error((4 << 16) | 1, nix::Error::EPERM);
+        assert_eq!(
+            e.to_string(),
+            "maskedPaths: /sys/firmware: mask (tmpfs): EPERM: Operation not permitted"
+        );
     }
 }
