@@ -19,6 +19,7 @@ pub mod mount_guard;
 pub mod outer_namespaces;
 pub mod pidns_cgroup;
 pub mod pinned_namespaces;
+pub mod post_build;
 pub mod procname;
 pub mod rlimit_check;
 pub mod seccomp_compat;

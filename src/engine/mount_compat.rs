@@ -1,9 +1,9 @@
 //! runc's mount semantics where libcontainer 0.7 differs (runc 1.1.5 checked on the
 //! same bundles, runc 1.2 where it says so). Two halves: [`prepare`] edits the spec
-//! libcontainer gets, before it builds the container, and [`apply`] finishes inside
+//! libcontainer gets, before it builds the container, and [`in_container`] finishes inside
 //! the container's own mount namespace after it has built it, before its process
-//! starts (a short-lived helper that joins that mount namespace and the container's
-//! root, as [`super::mount_fixups`] does).
+//! starts (in the one post-build helper, [`super::post_build`], that joins that mount
+//! namespace and the container's root).
 //!
 //! [`prepare`] (pure spec edits, reads the rootfs only):
 //!
@@ -21,11 +21,11 @@
 //!   (runc: `mode=%04o` from stat(2) of the destination); libcontainer leaves tmpfs's
 //!   default 1777.
 //! - `tmpcopyup` (runc's extension) is taken out of the options libcontainer sees (it
-//!   refuses it) and done by [`apply`].
+//!   refuses it) and done by [`in_container`].
 //! - duplicate `maskedPaths` are dropped (runc 1.2), and, in a container with its own
-//!   mount namespace, all masking moves to [`apply`] (below).
+//!   mount namespace, all masking moves to [`in_container`] (below).
 //!
-//! [`apply`] (in the container's mount namespace, in this order):
+//! [`in_container`] (in the container's mount namespace, in this order):
 //!
 //! 1. `tmpcopyup`: the directory the tmpfs covers is copied into it (directories,
 //!    files, symlinks, device nodes and fifos, with their modes and owners). The
@@ -46,7 +46,7 @@
 //!    libcontainer drops `ro` from `/dev` to make the device nodes and never restores
 //!    it.
 //!
-//! In a container without its own mount namespace (or one joined by path), [`apply`]
+//! In a container without its own mount namespace (or one joined by path), [`in_container`]
 //! changes nothing and libcontainer masks as before (deduplicated).
 //!
 //! Delete this module when libcontainer applies cleared bind flags, a read-only /dev,
@@ -57,8 +57,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use nix::sched::{CloneFlags, setns};
-use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 /// Errors of the mount semantics; each names the mount (by destination) or path.
@@ -99,7 +97,7 @@ const ATTR_NOEXEC: u64 = 0x8;
 const ATTR_ATIME_MASK: u64 = 0x70;
 const ATTR_NODIRATIME: u64 = 0x80;
 
-/// One bind mount whose cleared flags [`apply`] clears.
+/// One bind mount whose cleared flags [`in_container`] clears.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClearFlags {
     /// The destination, resolved in the rootfs.
@@ -110,7 +108,7 @@ pub struct ClearFlags {
     pub atime: bool,
 }
 
-/// What [`apply`] does for one container (empty: nothing, and no helper is forked).
+/// What [`in_container`] does for one container (empty: nothing, and no helper is forked).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// Destinations of `tmpcopyup` tmpfs mounts, in mount order.
@@ -124,7 +122,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn is_empty(&self) -> bool {
+    /// Whether there is nothing to do in the container (then no helper is needed).
+    pub fn is_empty(&self) -> bool {
         *self == Plan::default()
     }
 }
@@ -275,7 +274,7 @@ fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
 }
 
 /// Edits `spec` (the final spec, `rootfs` its assembled root) as the module doc says
-/// and returns what [`apply`] must do once the container exists. `bundle` is where
+/// and returns what [`in_container`] must do once the container exists. `bundle` is where
 /// relative bind sources resolve.
 ///
 /// Errors: [`MountCompatError::NotDirectory`] for `proc`/`sysfs` on a destination
@@ -402,63 +401,38 @@ const STEPS: [&str; 8] = [
     "mask (file)",
 ];
 
-/// Does `plan` inside the mount namespace and root of `pid` (the container's init,
-/// built, not started). Forks nothing when the plan is empty.
-///
-/// Errors: the first step that fails, naming the destination or masked path.
-pub fn apply(plan: &Plan, pid: Pid) -> Result<(), MountCompatError> {
-    if plan.is_empty() {
-        return Ok(());
-    }
-    let io = |e: std::io::Error| {
-        MountCompatError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
-    };
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
-    let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
-    // The helper reports (step << 16 | index, errno).
-    let helper = crate::sys::fork::spawn(|sock| {
-        let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
-            .and_then(|()| nix::unistd::fchdir(root.as_raw_fd()))
-            .and_then(|()| nix::unistd::chroot("."))
-            .and_then(|()| nix::unistd::chdir("/"))
-            .map_err(|e| (0u32, e))
-            .and_then(|()| in_container(plan));
-        let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
-        0
-    })
-    .map_err(MountCompatError::Sys)?;
-    match crate::sys::fork::receive(helper.sock()).map_err(MountCompatError::Sys)? {
-        Ok(_) => Ok(()),
-        Err((code, errno)) => {
-            let (step, idx) = ((code >> 16) as usize, (code & 0xffff) as usize);
-            let name = STEPS.get(step).copied().unwrap_or("?");
-            Err(match step {
-                1 => MountCompatError::Apply {
-                    destination: plan.tmpcopyup.get(idx).cloned().unwrap_or_default(),
-                    step: name,
-                    errno,
-                },
-                2 => MountCompatError::Apply {
-                    destination: plan
-                        .clear
-                        .get(idx)
-                        .map(|c| c.destination.clone())
-                        .unwrap_or_default(),
-                    step: name,
-                    errno,
-                },
-                3..=5 | 7 => MountCompatError::Mask {
-                    path: plan.masks.get(idx).cloned().unwrap_or_default(),
-                    step: name,
-                    errno,
-                },
-                6 => MountCompatError::Apply {
-                    destination: "/dev".into(),
-                    step: name,
-                    errno,
-                },
-                _ => MountCompatError::Sys(errno),
-            })
+impl Plan {
+    /// The error for the helper's report `code` (step << 16 | index, from
+    /// [`in_container`]) with `errno`, naming the destination or masked path.
+    pub fn error(&self, code: u32, errno: nix::Error) -> MountCompatError {
+        let (step, idx) = ((code >> 16) as usize, (code & 0xffff) as usize);
+        let name = STEPS.get(step).copied().unwrap_or("?");
+        match step {
+            1 => MountCompatError::Apply {
+                destination: self.tmpcopyup.get(idx).cloned().unwrap_or_default(),
+                step: name,
+                errno,
+            },
+            2 => MountCompatError::Apply {
+                destination: self
+                    .clear
+                    .get(idx)
+                    .map(|c| c.destination.clone())
+                    .unwrap_or_default(),
+                step: name,
+                errno,
+            },
+            3..=5 | 7 => MountCompatError::Mask {
+                path: self.masks.get(idx).cloned().unwrap_or_default(),
+                step: name,
+                errno,
+            },
+            6 => MountCompatError::Apply {
+                destination: "/dev".into(),
+                step: name,
+                errno,
+            },
+            _ => MountCompatError::Sys(errno),
         }
     }
 }
@@ -467,8 +441,10 @@ fn code(step: u32, idx: usize) -> u32 {
     (step << 16) | (idx as u32 & 0xffff)
 }
 
-/// The helper's work, chrooted in the container's root (module doc, [`apply`]).
-fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
+/// The helper's work, in the container's mount namespace and chrooted in its root
+/// (module doc; run by [`super::post_build`]). Errors: (step << 16 | index, errno),
+/// for [`Plan::error`].
+pub fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
     use nix::mount::{MsFlags, mount};
     for (i, dest) in plan.tmpcopyup.iter().enumerate() {
         copy_up(Path::new(dest)).map_err(|e| (code(1, i), e))?;

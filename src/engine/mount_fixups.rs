@@ -1,7 +1,7 @@
 //! Per-mount options libcontainer skips, applied after libcontainer has built the
-//! container and before its process starts, from a short-lived child that joins the
-//! container's mount namespace and root (`/proc/PID/root`), so paths are the
-//! container's own also without pivot_root. Where the container shares siloc's mount
+//! container and before its process starts, from the one post-build helper
+//! ([`super::post_build`]) that joins the container's mount namespace and root
+//! (`/proc/PID/root`), so paths are the container's own also without pivot_root. Where the container shares siloc's mount
 //! namespace, only mounts made for it are changed ([`super::mount_guard`]):
 //!
 //! - propagation (`shared`, `rslave`, `rprivate`, `unbindable`, ... in
@@ -15,7 +15,6 @@
 //!   `pids.max`, memory limit or blkio throttle. Each hierarchy is remounted with them.
 
 use nix::mount::{MsFlags, mount};
-use nix::sched::{CloneFlags, setns};
 use nix::unistd::Pid;
 use oci_spec::runtime::Spec;
 
@@ -120,22 +119,53 @@ pub fn cgroup_v1_read_only(
         .collect()
 }
 
-/// Applies the spec's propagation options and read-only cgroup v1 mounts inside the
-/// mount namespace of `pid`, at paths under its root (`/proc/PID/root`: a container
-/// without pivot_root is chrooted there). Does nothing (and forks nothing) when there
-/// is nothing to apply.
+/// What [`in_container`] changes in one container, worked out in siloc's own process
+/// by [`plan`]: (destination, option, flags) in order, the mounts that may be changed
+/// (`None`: all; a container sharing siloc's mount namespace: those made for it), and
+/// each destination as a C string (made before the fork).
+#[derive(Debug, Default)]
+pub struct Fixups {
+    todo: Vec<(String, String, MsFlags)>,
+    allowed: Option<std::collections::HashSet<u64>>,
+    paths: Vec<std::ffi::CString>,
+}
+
+impl Fixups {
+    /// Whether there is nothing to change (then no helper is needed for it).
+    pub fn is_empty(&self) -> bool {
+        self.todo.is_empty()
+    }
+
+    /// The error for change `idx` failing with `errno`, as the helper reports it.
+    pub fn error(&self, idx: usize, errno: nix::Error) -> MountFixupError {
+        match self.todo.get(idx) {
+            Some((destination, option, _)) => MountFixupError::Apply {
+                destination: destination.clone(),
+                option: option.clone(),
+                errno,
+            },
+            None => MountFixupError::Sys(errno),
+        }
+    }
+}
+
+/// Works out the spec's propagation options and read-only cgroup v1 mounts for the
+/// container whose init is `pid` (built, not started); [`in_container`] applies them
+/// from the one post-build helper ([`super::post_build`]), inside the mount namespace
+/// of `pid`, at paths under its root (`/proc/PID/root`: a container without
+/// pivot_root is chrooted there). Reads the container's mount table at most once.
 ///
 /// In a mount namespace the container shares with siloc (`baseline.ns`), only the
 /// mounts made since `baseline` are changed ([`super::mount_guard`]): a destination
 /// that resolves to any other mount is skipped with a warning. In a mount namespace
 /// joined by path nothing is applied (siloc has no list of what was there).
 ///
-/// Errors: the first change that fails, naming the mount.
-pub fn apply(
+/// Errors: the container's namespace or mount table cannot be read.
+pub fn plan(
     spec: &Spec,
     pid: Pid,
     baseline: &super::mount_guard::Baseline,
-) -> Result<(), MountFixupError> {
+) -> Result<Fixups, MountFixupError> {
     use super::mount_guard::{self, SpecMountNs};
     let io = |e: std::io::Error| {
         MountFixupError::Sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))
@@ -143,7 +173,7 @@ pub fn apply(
     let mut todo = wanted(spec);
     let needs_cgroups = !read_only_cgroup_mounts(spec).is_empty();
     if todo.is_empty() && !needs_cgroups {
-        return Ok(());
+        return Ok(Fixups::default());
     }
     if let SpecMountNs::Joined(path) = mount_guard::spec_mount_ns(spec) {
         tracing::warn!(
@@ -151,7 +181,7 @@ pub fn apply(
             "mount propagation options and read-only cgroup mounts are not applied in a \
              joined mount namespace"
         );
-        return Ok(());
+        return Ok(Fixups::default());
     }
     // The container's mount table, read once: for its cgroup v1 hierarchies, and for
     // the mounts made for it when it shares siloc's mount namespace.
@@ -168,56 +198,42 @@ pub fn apply(
         ));
     }
     if todo.is_empty() {
-        return Ok(());
+        return Ok(Fixups::default());
     }
     let allowed = baseline.allowed(ns, &info);
-    let paths: Vec<std::ffi::CString> = todo
+    let paths = todo
         .iter()
         .map(|(d, _, _)| std::ffi::CString::new(d.as_str()).unwrap_or_default())
         .collect();
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
-    let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
-    // The helper reports (index of the failed change, errno); u32::MAX for the setup
-    // (setns, then chroot to the container's root).
-    let helper = crate::sys::fork::spawn(|sock| {
-        let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
-            .and_then(|()| nix::unistd::fchdir(std::os::fd::AsRawFd::as_raw_fd(&root)))
-            .and_then(|()| nix::unistd::chroot("."))
-            .map_err(|e| (u32::MAX, e))
-            .and_then(|()| {
-                todo.iter()
-                    .enumerate()
-                    .try_for_each(|(i, (dest, option, f))| {
-                        if let Some(a) = &allowed
-                            && !mount_id_of(&paths[i]).is_some_and(|id| a.contains(&id))
-                        {
-                            tracing::warn!(
-                                destination = dest.as_str(),
-                                option = option.as_str(),
-                                "not applied: the container shares siloc's mount namespace and \
-                             this mount was not made for it"
-                            );
-                            return Ok(());
-                        }
-                        mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>)
-                            .map_err(|e| (i as u32, e))
-                    })
-            });
-        let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
-        0
+    Ok(Fixups {
+        todo,
+        allowed,
+        paths,
     })
-    .map_err(MountFixupError::Sys)?;
-    match crate::sys::fork::receive(helper.sock()).map_err(MountFixupError::Sys)? {
-        Ok(_) => Ok(()),
-        Err((idx, errno)) => match todo.get(idx as usize) {
-            Some((destination, option, _)) => Err(MountFixupError::Apply {
-                destination: destination.clone(),
-                option: option.clone(),
-                errno,
-            }),
-            None => Err(MountFixupError::Sys(errno)),
-        },
-    }
+}
+
+/// Applies `fixups` from the post-build helper, already in the container's mount
+/// namespace and chrooted to its root. Errors: (index of the failed change, errno),
+/// for [`Fixups::error`].
+pub fn in_container(fixups: &Fixups) -> Result<(), (usize, nix::Error)> {
+    fixups
+        .todo
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, (dest, option, f))| {
+            if let Some(a) = &fixups.allowed
+                && !mount_id_of(&fixups.paths[i]).is_some_and(|id| a.contains(&id))
+            {
+                tracing::warn!(
+                    destination = dest.as_str(),
+                    option = option.as_str(),
+                    "not applied: the container shares siloc's mount namespace and this \
+                     mount was not made for it"
+                );
+                return Ok(());
+            }
+            mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>).map_err(|e| (i, e))
+        })
 }
 
 /// The mount ID (statx STATX_MNT_ID, Linux 5.8) of the topmost mount at `path`, as

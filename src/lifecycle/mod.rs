@@ -40,7 +40,7 @@ pub enum LifecycleError {
     #[error(transparent)]
     MountCompat(#[from] crate::engine::mount_compat::MountCompatError),
     #[error(transparent)]
-    MountFixup(#[from] crate::engine::mount_fixups::MountFixupError),
+    PostBuild(#[from] crate::engine::post_build::PostBuildError),
     #[error(transparent)]
     PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
     #[error(transparent)]
@@ -334,14 +334,10 @@ fn create_prepared(
         (Ok(c), _) => c,
     };
     test_hooks::crash_point("after-libcontainer");
+    // runc's mount semantics and the per-mount options, from one helper in the
+    // container's mount namespace (engine::post_build).
     if let Some(pid) = c.pid()
-        && let Err(e) = crate::engine::mount_compat::apply(&mount_plan, pid)
-    {
-        let _ = c.delete(true);
-        return Err(e.into());
-    }
-    if let Some(pid) = c.pid()
-        && let Err(e) = crate::engine::mount_fixups::apply(&spec, pid, &baseline)
+        && let Err(e) = crate::engine::post_build::apply(&mount_plan, &spec, pid, &baseline)
     {
         let _ = c.delete(true);
         return Err(e.into());

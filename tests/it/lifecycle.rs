@@ -357,6 +357,53 @@ fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
     env.assert_no_trace(&id);
 }
 
+/// The processes the first process of an strace log forked (clone/clone3 without
+/// CLONE_THREAD); the log is `strace -f` output, each line led by its pid.
+fn forks_of_first_process(log: &str) -> usize {
+    let Some(first) = log.split_whitespace().next() else {
+        return 0;
+    };
+    log.lines()
+        .filter(|l| l.split_whitespace().next() == Some(first))
+        .filter(|l| l.contains("clone(") || l.contains("clone3("))
+        .filter(|l| !l.contains("CLONE_THREAD"))
+        .count()
+}
+
+#[test]
+fn run_forks_one_helper_for_all_post_build_fixups() {
+    needs_root!();
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("SKIPPED lifecycle: needs strace");
+        return;
+    }
+    let env = TestEnv::new();
+    // `siloc spec`'s bundle: masked paths (mount_compat) and a read-only cgroup mount
+    // (mount_fixups on cgroup v1, propagation-free elsewhere).
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("onehelper");
+    // A foreground `run` of `true`: every traced process ends (after a `create`, the
+    // waiting init would keep strace -f running).
+    let log = env.dir.path().join("run.strace");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=clone,clone3,fork,vfork", "-o"])
+        .arg(&log)
+        .arg(common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["run", "--bundle", b.path(), &id])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = std::fs::read_to_string(&log).unwrap();
+    // libcontainer's intermediate and one post-build helper (the relay's thread not
+    // counted); the masking and the per-mount options forked one helper each (3).
+    assert_eq!(forks_of_first_process(&trace), 2, "{trace}");
+    env.assert_no_trace(&id);
+}
+
 #[test]
 fn a_created_containers_init_carries_silocs_name() {
     needs_root!();

@@ -1,0 +1,121 @@
+//! One helper for every fix-up siloc makes inside a container's mount namespace after
+//! libcontainer has built the container and before its process starts: runc's mount
+//! semantics ([`super::mount_compat`]: tmpcopyup, cleared bind flags, masked paths, a
+//! read-only `/dev`), then the per-mount options libcontainer skips
+//! ([`super::mount_fixups`]: propagation, read-only cgroup v1 hierarchies), in that
+//! order. Each used to fork its own helper; a default spec (masked paths and a
+//! read-only `cgroup` mount) forked two per create.
+//!
+//! The helper is forked from siloc (single-threaded, [`crate::sys::fork`]), joins the
+//! mount namespace of the container's init (`/proc/PID/ns/mnt`, setns(2)) and its root
+//! (`/proc/PID/root`, fchdir + chroot: the container's paths also without
+//! pivot_root), does both halves and reports the first failure. Nothing is forked when
+//! neither half has anything to do.
+
+use std::os::fd::AsRawFd;
+
+use nix::sched::{CloneFlags, setns};
+use nix::unistd::Pid;
+use oci_spec::runtime::Spec;
+
+use super::mount_compat::{self, MountCompatError};
+use super::mount_fixups::{self, MountFixupError};
+
+/// A post-build fix-up that failed: the half's own error, naming the mount or path.
+#[derive(Debug, thiserror::Error)]
+pub enum PostBuildError {
+    #[error(transparent)]
+    Compat(#[from] MountCompatError),
+    #[error(transparent)]
+    Fixup(#[from] MountFixupError),
+}
+
+/// The helper's report codes: the setup (setns, chroot) fails as [`SETUP`]; a
+/// mount_fixups change `i` as `FIXUP | i`; everything else is mount_compat's own code
+/// (step << 16 | index, steps 0-7).
+const SETUP: u32 = 0;
+const FIXUP: u32 = 1 << 31;
+
+/// Applies `compat` (from [`mount_compat::prepare`]) and the spec's mount fix-ups
+/// ([`mount_fixups::plan`]) inside the mount namespace and root of `pid` (the
+/// container's init, built, not started), from one helper. `baseline` is the mount
+/// table siloc saw before libcontainer built the container ([`super::mount_guard`]).
+///
+/// Errors: the container's namespace, root or mount table cannot be opened or read,
+/// the helper cannot be forked, or the first change that fails (naming the
+/// destination or masked path, as each half words it).
+pub fn apply(
+    compat: &mount_compat::Plan,
+    spec: &Spec,
+    pid: Pid,
+    baseline: &super::mount_guard::Baseline,
+) -> Result<(), PostBuildError> {
+    let fixups = mount_fixups::plan(spec, pid, baseline)?;
+    if compat.is_empty() && fixups.is_empty() {
+        return Ok(());
+    }
+    let sys = |e: nix::Error| PostBuildError::Compat(MountCompatError::Sys(e));
+    let io = |e: std::io::Error| sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)));
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
+    let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
+    let helper = crate::sys::fork::spawn(|sock| {
+        let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
+            .and_then(|()| nix::unistd::fchdir(root.as_raw_fd()))
+            .and_then(|()| nix::unistd::chroot("."))
+            .and_then(|()| nix::unistd::chdir("/"))
+            .map_err(|e| (SETUP, e))
+            .and_then(|()| mount_compat::in_container(compat))
+            .and_then(|()| {
+                mount_fixups::in_container(&fixups).map_err(|(i, e)| (FIXUP | i as u32, e))
+            });
+        let _ = crate::sys::fork::report(sock, outcome.map(|()| None));
+        0
+    })
+    .map_err(sys)?;
+    match crate::sys::fork::receive(helper.sock()).map_err(sys)? {
+        Ok(_) => Ok(()),
+        Err((code, errno)) => Err(match half(code) {
+            Half::Fixup(i) => fixups.error(i, errno).into(),
+            Half::Compat(c) => compat.error(c, errno).into(),
+        }),
+    }
+}
+
+/// Which half a helper report code belongs to, and its own code there.
+#[derive(Debug, PartialEq, Eq)]
+enum Half {
+    /// mount_compat's code (step << 16 | index).
+    Compat(u32),
+    /// mount_fixups' change index.
+    Fixup(usize),
+}
+
+fn half(code: u32) -> Half {
+    if code & FIXUP != 0 {
+        Half::Fixup((code & !FIXUP) as usize)
+    } else {
+        Half::Compat(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_codes_name_their_half() {
+        // mount_compat's highest step (7, the file masks) at a high index stays its own.
+        assert_eq!(half((7 << 16) | 0xffff), Half::Compat((7 << 16) | 0xffff));
+        assert_eq!(half(SETUP), Half::Compat(0));
+        assert_eq!(half(FIXUP | 3), Half::Fixup(3));
+        let compat = mount_compat::Plan {
+            masks: vec!["/proc/kcore".into(), "/sys/firmware".into()],
+            ..Default::default()
+        };
+        let e = compat.error((4 << 16) | 1, nix::Error::EPERM);
+        assert_eq!(
+            e.to_string(),
+            "maskedPaths: /sys/firmware: mask (tmpfs): EPERM: Operation not permitted"
+        );
+    }
+}
