@@ -65,7 +65,10 @@ pub(crate) fn document() -> serde_json::Value {
 /// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
 /// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
-/// mount semantics (mount_compat); seccomp
+/// mount semantics (mount_compat; masked-path symlinks resolved as the init resolves
+/// them); a namespace path of another type refused in runc's words
+/// (engine::outer_namespaces); `update` leaving device rules alone as runc's does
+/// (lifecycle::update); seccomp
 /// (engine::seccomp_compat): errno profiles without no_new_privs, runc's agent
 /// errors, ENOSYS for newer syscalls, TSYNC ignored; cgroups (engine::cgroup_compat,
 /// engine::exec_cgroup, lifecycle::update_order): unified refused on v1, per-device
@@ -95,6 +98,9 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "mounts.destination-symlinks-in-rootfs",
     "mounts.proc-not-on-symlink",
     "mounts.masked-paths-once-shared-tmpfs",
+    "mounts.masked-path-symlinks-as-init",
+    "namespaces.path-type-checked",
+    "update.devices-unchanged",
     "seccomp.errno-without-nnp",
     "seccomp.notify-agent-errors",
     "seccomp.enosys-newer-syscalls",

@@ -12,6 +12,9 @@
 //!   "/proc": filesystem "proc" must be mounted on ordinary directory` (runc's
 //!   mountToRootfs; libcontainer says so too, but siloc's caller only saw "failed to
 //!   prepare rootfs").
+//! - A destination is cleaned lexically first, as runc's `filepath.Clean`
+//!   (`/vol/../x` mounts at `/x`; libcontainer failed with "failed to prepare
+//!   rootfs").
 //! - A destination through a symlink (also a dangling one) is resolved inside the
 //!   rootfs, as runc's securejoin does: `/dl -> /nonexistent/dir` mounts at
 //!   `/nonexistent/dir`, made if missing. libcontainer fails with "failed to prepare
@@ -41,7 +44,8 @@
 //! 3. masked paths: a file gets a bind of the container's `/dev/null` (checked to be
 //!    the 1:3 character device), every directory one read-only tmpfs, shared by bind
 //!    mounts (runc 1.2; libcontainer mounts one tmpfs per directory). A missing path
-//!    is skipped.
+//!    is skipped. A symlink is followed in the container as runc's init follows it,
+//!    `/proc/self` as the init (`/proc/net -> self/net` masks `/proc/1/net`).
 //! 4. a `/dev` mount with `ro` is made read-only last (runc's finalizeRootfs);
 //!    libcontainer drops `ro` from `/dev` to make the device nodes and never restores
 //!    it.
@@ -313,7 +317,9 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
         let resolved = resolve_in_root(rootfs, &lexical, &covered);
         let under_earlier = resolved.parent().is_some_and(|p| is_covered(p, &covered));
         covered.push(resolved.clone());
-        if resolved != lexical {
+        // `/vol/../x` too: libcontainer 0.7 takes the destination as written (and
+        // failed with "failed to prepare rootfs"); runc cleans it first.
+        if resolved != written {
             tracing::debug!(from = %written.display(), to = %resolved.display(),
                 "mount destination resolved through a symlink in the rootfs");
             m.set_destination(resolved.clone());
@@ -441,10 +447,83 @@ fn code(step: u32, idx: usize) -> u32 {
     (step << 16) | (idx as u32 & 0xffff)
 }
 
+/// The pid of `pid` in its own PID namespace (the last NSpid field of
+/// proc_pid_status(5)); `None` when it cannot be read.
+pub fn ns_pid(pid: nix::unistd::Pid) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
+/// Resolves masked path `p` in the helper's root as the container's init resolves it
+/// (runc opens each masked path with O_PATH in its init, after pivot_root, so a
+/// symlink is followed inside the container: `/proc/net -> self/net` masks
+/// `/proc/<init>/net`). The helper is not in the container's PID namespace, where
+/// procfs has no `self` for it, so `self` and `thread-self` of a procfs `/proc` are
+/// taken as `init` (the init's pid there). More than 40 links: `p` as written.
+fn resolve_as_init(p: &Path, init: Option<u32>) -> PathBuf {
+    let proc_is_procfs = || {
+        nix::sys::statfs::statfs("/proc")
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+    };
+    let comps = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .rev()
+            .collect()
+    };
+    let mut pending = comps(p);
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = pending.pop() {
+        if c == ".." {
+            out.pop();
+            continue;
+        }
+        if let Some(pid) = init
+            && (c == "self" || c == "thread-self")
+            && out == Path::new("/proc")
+            && proc_is_procfs()
+        {
+            out.push(pid.to_string());
+            if c == "thread-self" {
+                out.push("task");
+                out.push(pid.to_string());
+            }
+            continue;
+        }
+        let next = out.join(&c);
+        match std::fs::read_link(&next) {
+            Ok(target) => {
+                links += 1;
+                if links > 40 {
+                    return p.to_path_buf();
+                }
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                pending.extend(comps(&target));
+            }
+            Err(_) => out = next,
+        }
+    }
+    out
+}
+
 /// The helper's work, in the container's mount namespace and chrooted in its root
-/// (module doc; run by [`super::post_build`]). Errors: (step << 16 | index, errno),
-/// for [`Plan::error`].
-pub fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
+/// (module doc; run by [`super::post_build`]); `init` is the container init's pid in
+/// its PID namespace ([`ns_pid`]). Errors: (step << 16 | index, errno), for
+/// [`Plan::error`].
+pub fn in_container(plan: &Plan, init: Option<u32>) -> Result<(), (u32, nix::Error)> {
     use nix::mount::{MsFlags, mount};
     for (i, dest) in plan.tmpcopyup.iter().enumerate() {
         copy_up(Path::new(dest)).map_err(|e| (code(1, i), e))?;
@@ -464,28 +543,30 @@ pub fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
         let is_null = (null.st_mode & libc::S_IFMT) == libc::S_IFCHR
             && nix::sys::stat::major(null.st_rdev) == 1
             && nix::sys::stat::minor(null.st_rdev) == 3;
-        let mut shared: Option<&str> = None;
-        for (i, p) in plan.masks.iter().enumerate() {
+        let mut shared: Option<PathBuf> = None;
+        for (i, written) in plan.masks.iter().enumerate() {
+            let resolved = resolve_as_init(Path::new(written), init);
+            let p = resolved.as_path();
             let md = match std::fs::metadata(p) {
                 Ok(md) => md,
                 Err(_) => continue, // runc skips what does not exist
             };
             if md.is_dir() {
-                match shared {
+                match &shared {
                     None => {
                         mount(
                             Some("tmpfs"),
-                            p.as_str(),
+                            p,
                             Some("tmpfs"),
                             MsFlags::MS_RDONLY,
                             None::<&str>,
                         )
                         .map_err(|e| (code(4, i), e))?;
-                        shared = Some(p);
+                        shared = Some(resolved.clone());
                     }
                     Some(first) => mount(
-                        Some(first),
-                        p.as_str(),
+                        Some(first.as_path()),
+                        p,
                         None::<&str>,
                         MsFlags::MS_BIND,
                         None::<&str>,
@@ -498,7 +579,7 @@ pub fn in_container(plan: &Plan) -> Result<(), (u32, nix::Error)> {
                 }
                 mount(
                     Some("/dev/null"),
-                    p.as_str(),
+                    p,
                     None::<&str>,
                     MsFlags::MS_BIND,
                     None::<&str>,

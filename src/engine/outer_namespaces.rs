@@ -54,6 +54,19 @@ pub enum OuterNsError {
         path: PathBuf,
         msg: String,
     },
+    /// runc's nsexec text (`__join_namespaces`: setns(2) with the spec's type on a
+    /// file of another namespace type, or no namespace file, fails with EINVAL), and
+    /// what the path is.
+    #[error(
+        "failed to setns into {nsexec} namespace: Invalid argument (linux.namespaces: \
+         {typ} namespace path {path} is {found})"
+    )]
+    WrongType {
+        nsexec: &'static str,
+        typ: String,
+        path: PathBuf,
+        found: String,
+    },
     #[error("linux.sysctl {key}: write {value:?} in the container's namespace: {msg}")]
     Sysctl {
         key: String,
@@ -107,6 +120,73 @@ fn type_name(t: LinuxNamespaceType) -> String {
     }
 }
 
+/// runc's nsexec name (its `all_ns_types`, the `/proc/PID/ns` names) and the
+/// `CLONE_NEW*` value of a namespace type.
+fn nsexec_type(t: LinuxNamespaceType) -> (&'static str, libc::c_int) {
+    match t {
+        LinuxNamespaceType::Network => ("net", libc::CLONE_NEWNET),
+        LinuxNamespaceType::Mount => ("mnt", libc::CLONE_NEWNS),
+        LinuxNamespaceType::Ipc => ("ipc", libc::CLONE_NEWIPC),
+        LinuxNamespaceType::Uts => ("uts", libc::CLONE_NEWUTS),
+        LinuxNamespaceType::Pid => ("pid", libc::CLONE_NEWPID),
+        LinuxNamespaceType::User => ("user", libc::CLONE_NEWUSER),
+        LinuxNamespaceType::Cgroup => ("cgroup", libc::CLONE_NEWCGROUP),
+        LinuxNamespaceType::Time => ("time", libc::CLONE_NEWTIME),
+    }
+}
+
+/// Checks that each namespace given by path is a namespace of its entry's type, as
+/// runc's setns(2) of it with that type checks (runc 1.1.5 and 1.4 refuse with
+/// `failed to setns into user namespace: Invalid argument` for a `user` path that is
+/// a network namespace; libcontainer 0.7 said `intermediate process error EINVAL`
+/// after it had made the cgroups). A path that cannot be opened is left to the
+/// checks that name it.
+///
+/// Errors: [`OuterNsError::WrongType`].
+pub fn check_types(spec: &Spec) -> Result<(), OuterNsError> {
+    let nss = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().clone())
+        .unwrap_or_default();
+    for n in &nss {
+        let Some(path) = n.path() else { continue };
+        let Ok(f) = File::open(path) else { continue };
+        let (nsexec, want) = nsexec_type(n.typ());
+        let found = match crate::sys::ns::ns_type(&f) {
+            Ok(t) if t == want => continue,
+            Ok(t) => {
+                use LinuxNamespaceType as T;
+                [
+                    T::Network,
+                    T::Mount,
+                    T::Ipc,
+                    T::Uts,
+                    T::Pid,
+                    T::User,
+                    T::Cgroup,
+                    T::Time,
+                ]
+                .into_iter()
+                .map(nsexec_type)
+                .find(|(_, v)| *v == t)
+                .map_or_else(
+                    || format!("a namespace of type {t:#x}"),
+                    |(name, _)| format!("a {name} namespace"),
+                )
+            }
+            Err(_) => "not a namespace file".to_string(),
+        };
+        return Err(OuterNsError::WrongType {
+            nsexec,
+            typ: type_name(n.typ()),
+            path: path.clone(),
+            found,
+        });
+    }
+    Ok(())
+}
+
 /// (device, inode) of a namespace file: a namespace's identity (ioctl_ns(2)).
 fn ns_id(path: &Path) -> std::io::Result<(u64, u64)> {
     let m = std::fs::metadata(path)?;
@@ -120,9 +200,12 @@ fn ns_id(path: &Path) -> std::io::Result<(u64, u64)> {
 /// namespace owns no existing namespace, so with one every `network`, `ipc`, `uts`
 /// and `cgroup` path is taken.
 ///
-/// Errors: [`OuterNsError::Path`] when a path cannot be opened or is not a namespace;
-/// [`OuterNsError::Unsupported`] for a `pid`, `mount` or `time` path owned outside.
+/// Errors: [`OuterNsError::WrongType`] for a path of another namespace type
+/// ([`check_types`], also without a user namespace); [`OuterNsError::Path`] when a
+/// path cannot be opened or is not a namespace; [`OuterNsError::Unsupported`] for a
+/// `pid`, `mount` or `time` path owned outside.
 pub fn take(spec: &mut Spec) -> Result<Vec<Outer>, OuterNsError> {
+    check_types(spec)?;
     let Some(mut linux) = spec.linux().clone() else {
         return Ok(Vec::new());
     };
@@ -497,6 +580,29 @@ mod tests {
     }
 
     #[test]
+    fn a_path_of_another_namespace_type_is_refused_in_runcs_words() {
+        let mut s = spec(r#"[{"type":"user","path":"/proc/self/ns/net"}]"#);
+        let e = take(&mut s).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "failed to setns into user namespace: Invalid argument (linux.namespaces: user \
+             namespace path /proc/self/ns/net is a net namespace)"
+        );
+        // also without a user namespace, and for a file that is no namespace
+        let mut s = spec(r#"[{"type":"uts","path":"/proc/self/ns/ipc"}]"#);
+        let e = take(&mut s).unwrap_err().to_string();
+        assert!(
+            e.starts_with("failed to setns into uts namespace: Invalid argument"),
+            "{e}"
+        );
+        let mut s = spec(r#"[{"type":"network","path":"/etc/passwd"}]"#);
+        let e = take(&mut s).unwrap_err().to_string();
+        assert!(e.ends_with("/etc/passwd is not a namespace file)"), "{e}");
+        let mut s = spec(r#"[{"type":"network","path":"/proc/self/ns/net"}]"#);
+        assert!(take(&mut s).is_ok());
+    }
+
+    #[test]
     fn a_pid_path_owned_outside_is_refused_and_bad_paths_named() {
         let mut s = spec(r#"[{"type":"user"},{"type":"pid","path":"/proc/self/ns/pid"}]"#);
         let e = take(&mut s).unwrap_err().to_string();
@@ -504,7 +610,7 @@ mod tests {
         let mut s = spec(r#"[{"type":"user"},{"type":"network","path":"/etc/passwd"}]"#);
         let e = take(&mut s).unwrap_err().to_string();
         assert!(
-            e.contains("network namespace path /etc/passwd: not a namespace file"),
+            e.contains("network namespace path /etc/passwd is not a namespace file"),
             "{e}"
         );
     }

@@ -58,13 +58,14 @@ pub fn apply(
     let io = |e: std::io::Error| sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)));
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
     let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
+    let init = mount_compat::ns_pid(pid);
     let helper = crate::sys::fork::spawn(|sock| {
         let outcome = setns(&ns, CloneFlags::CLONE_NEWNS)
             .and_then(|()| nix::unistd::fchdir(root.as_raw_fd()))
             .and_then(|()| nix::unistd::chroot("."))
             .and_then(|()| nix::unistd::chdir("/"))
             .map_err(|e| (SETUP, e))
-            .and_then(|()| mount_compat::in_container(compat))
+            .and_then(|()| mount_compat::in_container(compat, init))
             .and_then(|()| {
                 mount_fixups::in_container(&fixups).map_err(|(i, e)| (FIXUP | i as u32, e))
             });

@@ -61,6 +61,14 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
     let mut merged = serde_json::to_value(&current)?;
     merge(&mut merged, changes);
     let mut resources: LinuxResources = serde_json::from_value(merged)?;
+    // runc's update leaves device rules alone (update.go: `SkipDevices = true`, runc
+    // 1.1.5 to 1.4; on v2 the eBPF program stays the one create attached): they are
+    // neither applied nor saved, so the saved spec keeps the rules in force.
+    if resources.devices() != current.devices() {
+        tracing::warn!(target: "siloc",
+            "update: linux.resources.devices left unchanged (runc's update does not change device rules)");
+        resources.set_devices(current.devices().clone());
+    }
     let v2 = matches!(
         libcgroups::common::get_cgroup_setup(),
         Ok(libcgroups::common::CgroupSetup::Unified)
@@ -104,7 +112,7 @@ pub fn update(rt: &Runtime, id: &str, changes: Value, io_max: Option<&str>) -> a
             lifted.extend(zeros);
         }
     }
-    // Device rules were set at create; rewriting them on a live container gains nothing.
+    // Device rules were set at create (and stay, above).
     let mut apply = resources.clone();
     apply.set_devices(None);
     if !v2 && !lifted.is_empty() {

@@ -17,3 +17,16 @@ pub(crate) fn owner_userns(ns: &File) -> Result<File, nix::Error> {
     // SAFETY: the kernel just returned this fd; nothing else owns it.
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
+
+/// The type of the namespace `ns` refers to (`NS_GET_NSTYPE`, Linux 4.11): one
+/// `CLONE_NEW*` value (`libc::CLONE_NEWNET`, ...). Errors: the ioctl's errno (ENOTTY
+/// or EINVAL when `ns` is no namespace file).
+pub(crate) fn ns_type(ns: &File) -> Result<libc::c_int, nix::Error> {
+    // SAFETY: NS_GET_NSTYPE takes no argument and returns the type or -1; `ns` is an
+    // open file for the whole call.
+    let t = unsafe { libc::ioctl(ns.as_raw_fd(), libc::NS_GET_NSTYPE) };
+    if t < 0 {
+        return Err(nix::Error::last());
+    }
+    Ok(t)
+}

@@ -492,3 +492,41 @@ fn update_writes_rt_period_before_a_larger_runtime() {
     assert_eq!(read(dir.join("cpu.rt_period_us")), "2000000");
     assert_eq!(read(dir.join("cpu.rt_runtime_us")), "1500000");
 }
+
+/// `update` with `linux.resources.devices` leaves the device rules as they are, as
+/// runc's update does (`SkipDevices`, runc 1.1.5 to 1.4): the v1 devices.list is
+/// unchanged and the saved spec keeps the rules in force (siloc saved the new rules
+/// without applying them, so the spec no longer said what the cgroup did).
+#[test]
+fn update_leaves_device_rules_as_runc_does() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("upddev");
+    let c = Container::start(&env, &b, &id);
+    let pid = env.state(&c.id)["pid"].as_i64().unwrap() as i32;
+    let list = Path::new(CG)
+        .join("devices")
+        .join(cgroup_of(pid, "devices").trim_start_matches('/'))
+        .join("devices.list");
+    let saved = env
+        .root
+        .join(".siloc/containers")
+        .join(&id)
+        .join("config.json");
+    let devices = |p: &Path| -> Value {
+        let s: Value = serde_json::from_str(&read(p)).unwrap();
+        s["linux"]["resources"]["devices"].clone()
+    };
+    let (list_before, spec_before) = (read(&list), devices(&saved));
+    let (ok, err) = update_json(
+        &env,
+        &id,
+        json!({"devices": [{"allow": false, "type": "c", "major": 1, "minor": 3, "access": "rwm"}]}),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(read(&list), list_before);
+    assert_eq!(devices(&saved), spec_before);
+    let (rc, _, _) = c.exec(&["sh", "-c", "echo x >/dev/null"]);
+    assert_eq!(rc, 0);
+}

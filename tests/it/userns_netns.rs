@@ -288,3 +288,29 @@ fn an_app_container_joins_a_sandbox_that_has_not_exec_yet() {
     env.assert_no_trace(&aid);
     env.assert_no_trace(&sid);
 }
+
+/// A `user` path that is not a user namespace (here a network namespace) is refused
+/// in runc's nsexec words before anything is made, and nothing is left. libcontainer
+/// 0.7 said `intermediate process error EINVAL` once it had made the cgroups.
+#[test]
+fn a_user_namespace_path_of_another_type_is_refused_in_runcs_words() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| {
+        set_namespace(s, "user", Some("/proc/self/ns/net"));
+        let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        s["linux"]["uidMappings"] = map.clone();
+        s["linux"]["gidMappings"] = map;
+    });
+    let id = env.id("usernet");
+    let err = env.fails(&["run", "--bundle", b.path(), &id]);
+    assert!(
+        err.contains(
+            "failed to setns into user namespace: Invalid argument (linux.namespaces: user \
+             namespace path /proc/self/ns/net is a net namespace)"
+        ),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+}
