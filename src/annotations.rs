@@ -67,10 +67,57 @@ pub(crate) struct AnnotationError {
     pub(crate) msg: String,
 }
 
-/// An [`AnnotationError`] for annotation `key`.
+/// The longest [`AnnotationError`] message kept whole, in bytes.
+const MSG_MAX: usize = 512;
+/// Bytes kept from each end of a longer message.
+const MSG_KEEP: usize = 200;
+
+/// An [`AnnotationError`] for annotation `key`. A message longer than [`MSG_MAX`]
+/// bytes (one that quotes a huge annotation value: containerd's `pod_annotations`
+/// passes any size, the kubelet retries RunPodSandbox and containerd logs each error
+/// several times) keeps its first and last [`MSG_KEEP`] bytes (at char boundaries)
+/// and says how many it left out, so the value's start and the hint after it stay.
 pub(crate) fn err(key: &str, msg: impl Into<String>) -> AnnotationError {
+    let mut msg: String = msg.into();
+    if msg.len() > MSG_MAX {
+        let mut head = MSG_KEEP;
+        while !msg.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = msg.len() - MSG_KEEP;
+        while !msg.is_char_boundary(tail) {
+            tail += 1;
+        }
+        msg = format!(
+            "{}...[{} bytes left out]...{}",
+            &msg[..head],
+            tail - head,
+            &msg[tail..]
+        );
+    }
     AnnotationError {
         key: key.to_string(),
-        msg: msg.into(),
+        msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_message_keeps_both_ends() {
+        let value = format!("auto{}", "\u{e9}".repeat(500_000));
+        let e = err(USERNS, format!("{value:?}: use \"auto\" or \"off\""));
+        let text = e.to_string();
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        assert!(
+            text.starts_with("annotation io.siloc.userns: \"auto\u{e9}"),
+            "{text}"
+        );
+        assert!(text.ends_with("\": use \"auto\" or \"off\""), "{text}");
+        assert!(text.contains("bytes left out]"), "{text}");
+        // A short message stays as it is.
+        assert_eq!(err(USERNS, "x").msg, "x");
     }
 }

@@ -365,28 +365,22 @@ pub fn after_create(
     let Some(cg) = linux.and_then(|l| l.cgroups_path().clone()) else {
         return Ok(());
     };
-    let mut made = Vec::new();
-    let r = join_extra(mounts, own, &cg, pid, &mut made);
-    if !made.is_empty() {
-        let list: String = made.iter().map(|d| format!("{}\n", d.display())).collect();
-        let path = record_dir.join(EXTRA_CGROUPS_FILE);
-        crate::sys::fs::write_atomic(&path, list.as_bytes()).map_err(|e| {
-            CgroupCompatError::Io {
-                path,
-                msg: e.to_string(),
-            }
-        })?;
-    }
-    r
+    join_extra(mounts, own, &cg, pid, record_dir)
 }
 
+/// Makes the missing extra cgroup directories and moves `pid` into them. Each one is
+/// listed in `record_dir`'s [`EXTRA_CGROUPS_FILE`] before it is made, so a create
+/// killed between the two (SIGKILL of siloc or its shim) leaves a list for
+/// `delete --force` to remove it by, never an unlisted directory ([`remove_extra`]
+/// takes a listed one that was never made as gone).
 fn join_extra(
     mounts: &[Mount],
     own: &str,
     cg: &Path,
     pid: i32,
-    made: &mut Vec<PathBuf>,
+    record_dir: &Path,
 ) -> Result<(), CgroupCompatError> {
+    let mut listed: Vec<PathBuf> = Vec::new();
     for h in extra_hierarchies(&hierarchies(mounts)) {
         let dir = dir_in(&h, own, cg);
         let missing: Vec<PathBuf> = dir
@@ -394,13 +388,27 @@ fn join_extra(
             .take_while(|d| d.starts_with(&h.mount_point) && *d != h.mount_point && !d.exists())
             .map(Path::to_path_buf)
             .collect();
+        if !missing.is_empty() {
+            listed.extend(missing.iter().rev().cloned());
+            let list: String = listed
+                .iter()
+                .map(|d| format!("{}\n", d.display()))
+                .collect();
+            let path = record_dir.join(EXTRA_CGROUPS_FILE);
+            crate::sys::fs::write_atomic(&path, list.as_bytes()).map_err(|e| {
+                CgroupCompatError::Io {
+                    path,
+                    msg: e.to_string(),
+                }
+            })?;
+        }
         for d in missing.iter().rev() {
             std::fs::create_dir(d).map_err(|e| CgroupCompatError::Io {
                 path: d.clone(),
                 msg: e.to_string(),
             })?;
-            made.push(d.clone());
         }
+        crate::lifecycle::test_hooks::crash_point("after-extra-cgroup");
         write(&dir.join("cgroup.procs"), &pid.to_string())?;
     }
     Ok(())

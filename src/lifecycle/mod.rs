@@ -8,7 +8,7 @@ pub mod plan;
 pub mod prepare;
 pub mod record;
 pub mod spec_compat;
-mod test_hooks;
+pub(crate) mod test_hooks;
 pub mod update;
 pub mod update_order;
 pub mod upper_guard;

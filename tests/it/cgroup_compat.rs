@@ -530,3 +530,48 @@ fn update_leaves_device_rules_as_runc_does() {
     let (rc, _, _) = c.exec(&["sh", "-c", "echo x >/dev/null"]);
     assert_eq!(rc, 0);
 }
+
+/// A create killed right after it made the container's directory in the named (or
+/// unified) hierarchy: `delete --force` removes that directory too. The list of those
+/// directories used to be written only after all were made, so a SIGKILL in between
+/// (breaker: killing siloc at random points of a pod's create) left
+/// /sys/fs/cgroup/systemd/<pod>/<id> behind.
+#[test]
+fn a_create_killed_after_making_an_extra_cgroup_leaves_none_after_delete() {
+    needs_v1!();
+    needs_test_hooks!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("xkill");
+    let _g = CgroupGuard(format!("/siloc-{id}"));
+    let st = env
+        .cmd(&["create", "--bundle", b.path(), &id])
+        .env("SILOC_TEST_CRASH_AT", "after-extra-cgroup")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!st.success(), "create {id} should have been killed");
+    let dirs = || -> Vec<PathBuf> {
+        hierarchies()
+            .into_iter()
+            .map(|h| h.join(format!("siloc-{id}")))
+            .filter(|d| d.exists())
+            .collect()
+    };
+    let extra = [Path::new(CG).join("systemd"), Path::new(CG).join("unified")];
+    assert!(
+        dirs()
+            .iter()
+            .any(|d| extra.iter().any(|h| d.starts_with(h))),
+        "the crash point comes after an extra hierarchy's directory is made: {:?}",
+        dirs()
+    );
+    env.ok(&["delete", "--force", &id]);
+    assert_eq!(
+        dirs(),
+        Vec::<PathBuf>::new(),
+        "cgroups left after delete --force"
+    );
+    env.assert_no_trace(&id);
+}
