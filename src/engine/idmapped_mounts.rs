@@ -237,8 +237,9 @@ pub fn check(spec: &Spec) -> Result<(), IdmapMountError> {
 
 /// Makes every idmapped mount of `spec` (see the module doc) and rewrites it into a
 /// plain bind of its staging point under `staging` (a directory siloc owns, created
-/// here). Also makes relative destinations absolute (runc 1.1: relative to the rootfs,
-/// with a warning). Returns how many mounts were made; with none, does nothing else.
+/// here). Also makes relative destinations absolute (runc 1.1: relative to the rootfs;
+/// mount_compat::prepare gave the warning). Returns how many mounts were made; with
+/// none, does nothing else.
 /// The caller must be single-threaded and, after this, create the container from this
 /// process (the staging mounts live in its private mount namespace).
 ///
@@ -252,12 +253,8 @@ pub fn stage(
 ) -> Result<usize, IdmapMountError> {
     let mut mounts = spec.mounts().clone().unwrap_or_default();
     for m in mounts.iter_mut() {
+        // mount_compat::prepare warned about it (runc 1.1's text) and resolved it.
         if !m.destination().is_absolute() {
-            tracing::warn!(
-                "mount destination {} is not absolute. Support for non-absolute mount \
-                 destinations will be removed in a future release.",
-                m.destination().display()
-            );
             m.set_destination(Path::new("/").join(m.destination()));
         }
     }

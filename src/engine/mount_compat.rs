@@ -295,6 +295,14 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
     let mut covered: Vec<PathBuf> = Vec::new();
     for m in mounts.iter_mut() {
         let written = m.destination().clone();
+        if written.is_relative() {
+            // runc 1.1's warning; the destination is taken relative to the rootfs.
+            tracing::warn!(
+                "mount destination {} is not absolute. Support for non-absolute mount \
+                 destinations will be removed in a future release.",
+                written.display()
+            );
+        }
         let lexical = crate::sys::paths::clean(&Path::new("/").join(&written));
         let typ = m.typ().clone().unwrap_or_default();
         let mut opts = m.options().clone().unwrap_or_default();

@@ -160,7 +160,7 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
         return bad(&format!("process.env[{i}]"), msg);
     }
     // A relative mount destination is relative to the rootfs (runc 1.1 takes it with a
-    // warning; idmapped_mounts::stage makes it absolute).
+    // warning from engine::mount_compat::prepare, which resolves it).
     if let Some(linux) = spec.linux() {
         let mut seen = HashSet::new();
         for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
