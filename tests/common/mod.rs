@@ -484,10 +484,19 @@ impl Drop for Container<'_> {
 /// (a pty master on a `--console-socket`, a pidfd on a `--pidfd-socket`, as runc
 /// sends them). Panics naming `what` when the message carries no fd.
 pub fn accept_fd(l: &std::os::unix::net::UnixListener, what: &str) -> std::os::fd::OwnedFd {
+    accept_fd_with_data(l, what).0
+}
+
+/// [`accept_fd`], also returning the message's bytes (up to 64 KiB: the seccomp
+/// agent's container state JSON rides with its fd).
+pub fn accept_fd_with_data(
+    l: &std::os::unix::net::UnixListener,
+    what: &str,
+) -> (std::os::fd::OwnedFd, Vec<u8>) {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     let (conn, _) = l.accept().unwrap();
-    let mut buf = [0u8; 256];
+    let mut buf = vec![0u8; 64 * 1024];
     let mut iov = [std::io::IoSliceMut::new(&mut buf)];
     let mut space = nix::cmsg_space!([RawFd; 1]);
     let msg = recvmsg::<()>(
@@ -505,6 +514,8 @@ pub fn accept_fd(l: &std::os::unix::net::UnixListener, what: &str) -> std::os::f
             _ => None,
         })
         .unwrap_or_else(|| panic!("no fd on the {what}"));
+    let n = msg.bytes;
+    buf.truncate(n);
     // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+    (unsafe { OwnedFd::from_raw_fd(fd) }, buf)
 }

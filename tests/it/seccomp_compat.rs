@@ -89,23 +89,7 @@ fn agent(sock: &Path) -> std::thread::JoinHandle<usize> {
     let l = std::os::unix::net::UnixListener::bind(sock).unwrap();
     std::thread::spawn(move || {
         let fd: OwnedFd = common::accept_fd(&l, "seccomp agent");
-        let mut answered = 0;
-        loop {
-            let mut req = SeccompNotif::default();
-            // SAFETY: req is a seccomp_notif the kernel fills; fd is a notify fd.
-            if unsafe { notif_recv(fd.as_raw_fd(), &mut req) }.is_err() {
-                return answered;
-            }
-            let mut resp = SeccompNotifResp {
-                id: req.id,
-                val: 0,
-                error: -libc::EOPNOTSUPP,
-                flags: 0,
-            };
-            // SAFETY: resp is a seccomp_notif_resp for the id just received.
-            let _ = unsafe { notif_send(fd.as_raw_fd(), &mut resp) };
-            answered += 1;
-        }
+        answer(fd)
     })
 }
 
@@ -166,31 +150,8 @@ fn notify_without_an_agent_fails_in_runcs_words_and_leaves_nothing() {
 /// One agent connection: the notify fd and the message it came with (runtime-spec
 /// "seccomp state", the container process state as JSON).
 fn accept_with_state(l: &std::os::unix::net::UnixListener) -> (OwnedFd, Value) {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::os::fd::{FromRawFd, RawFd};
-    let (conn, _) = l.accept().unwrap();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        conn.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .unwrap();
-    let fd = msg
-        .cmsgs()
-        .unwrap()
-        .find_map(|c| match c {
-            ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
-            _ => None,
-        })
-        .expect("no fd with the seccomp state");
-    let n = msg.bytes;
-    // SAFETY: SCM_RIGHTS just installed this fd; the test owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    (fd, serde_json::from_slice(&buf[..n]).unwrap())
+    let (fd, data) = common::accept_fd_with_data(l, "seccomp state");
+    (fd, serde_json::from_slice(&data).unwrap())
 }
 
 /// Answers every notification on `fd` with EOPNOTSUPP until it closes.
