@@ -437,6 +437,26 @@ c_pod_shim_killed() {
   leftovers "$T/mounts.before"
 }
 
+# Containers outside a pod (ctr run, no CRI annotations): each is its own shim group,
+# so two containers run in two shim processes; each shim ends with its container.
+c_ctr_own_shim() {
+  local a=siloc-e2e-ctr-a-$$ b=siloc-e2e-ctr-b-$$ x
+  for x in "$a" "$b"; do
+    "${CTR[@]}" run -d --runtime io.containerd.siloc.v2 "$BB" "$x" sleep 1000 >/dev/null
+  done
+  expect_eq "$(our_shims | wc -l)" 2 "one shim per ctr container"
+  expect_match "$(shim_of_pod "$a")" '^[0-9]+$' "a's shim serves a's own socket"
+  for x in "$a" "$b"; do
+    "${CTR[@]}" task kill -s SIGKILL "$x"
+    for _ in $(seq 50); do "${CTR[@]}" task ls -q | grep -qx "$x" || break; "${CTR[@]}" task delete "$x" >/dev/null 2>&1 || sleep 0.1; done
+    "${CTR[@]}" container delete "$x"
+  done
+  for _ in $(seq 50); do [ -z "$(our_shims)" ] && break; sleep 0.1; done
+  expect_eq "$(our_shims)" "" "the shims end with their containers"
+  no_trace_of "$a" "$b"
+  leftovers "$T/mounts.before"
+}
+
 # The shims' memory for one pod of a sandbox and 6 app containers (`sleep`), for
 # siloc's shim (plain and io.siloc.userns=auto) and the runc shim with BinaryName =
 # siloc (plain: that path refuses userns=auto): the shim processes serving this
@@ -560,6 +580,7 @@ run_suite() {
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50
   case_if "containerd $CVER shim: a pod's sandbox and 3 app containers in one shim process" c_pod_one_shim
   case_if "containerd $CVER shim: the pod's shim killed (SIGKILL), containerd cleans up" c_pod_shim_killed
+  case_if "containerd $CVER shim: two ctr containers, two shims" c_ctr_own_shim
   case_if "containerd $CVER: shim RSS of a 1 + 6 container pod (hack/bench-shim-rss)" c_pod_rss
   case_if "containerd $CVER shim: plain pod" c_plain
   case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom
