@@ -203,6 +203,25 @@ leftovers() {
 
 stop_rm() { cri stopp "$1" && cri rmp "$1"; }
 
+# The siloc shims of this suite's containerd, one pid a line.
+our_shims() { pgrep -f -- "containerd-shim-siloc-v2 .*-address $SOCK" || true; }
+# pod_socket POD: the shim socket of a pod's group (containerd's rule, sha256 of
+# "<containerd address>/<namespace>/<sandbox id>", crate::group::address).
+pod_socket() { echo "/run/containerd/s/$(printf %s "$SOCK/k8s.io/$1" | sha256sum | cut -d' ' -f1)"; }
+# shim_of_pod POD: the pid of the shim serving the pod's socket.
+shim_of_pod() { pgrep -f -- "containerd-shim-siloc-v2 .*-socket unix://$(pod_socket "$1")( |$)" || true; }
+# wait_state CID STATE: until ContainerStatus says STATE (10 s).
+wait_state() { for _ in $(seq 100); do [ "$(cri status "$1" | jq -r .state)" = "$2" ] && return 0; sleep 0.1; done; return 1; }
+# Nothing of a container id left in siloc's state root, in /run/siloc*, or as a cgroup.
+no_trace_of() {
+  local id
+  for id in "$@"; do
+    expect_eq "$(find "$SROOT" /run/siloc* -name "*$id*" 2>/dev/null)" "" "$id: siloc state"
+    expect_eq "$(grep -rl -- "$id" /run/siloc* 2>/dev/null)" "" "$id: named in /run/siloc*"
+    expect_eq "$(find /sys/fs/cgroup/ -maxdepth 3 -path "*/$CRI_CG/*" -name "*$id*" 2>/dev/null)" "" "$id: cgroups"
+  done
+}
+
 c_ready() {
   "${CTR[@]}" image import "$SILOC_ARCHIVE_BUSYBOX" >/dev/null
   "${CTR[@]}" image import "$SILOC_ARCHIVE_LAYERS50" >/dev/null
@@ -354,6 +373,116 @@ more" "root inside writes the volume's root file"
   leftovers "$T/mounts.before"
 }
 
+# One shim process per pod, as containerd's runc shim: a sandbox and three app
+# containers are served by the shim of the pod's socket (its grouping id, the sandbox
+# id). Each container's exit, exec, stop (kill) and remove works on its own while
+# the others run; removing the pod ends the shim and removes its socket.
+c_pod_one_shim() {
+  local pod a b c shim out rc=0 x
+  pod=$(cri runp group siloc io.siloc.userns=auto)
+  a=$(cri create "$pod" group a "$BB" '["sleep","1000"]' io.siloc.userns=auto)
+  b=$(cri create "$pod" group b "$BB" '["sh","-c","trap \"exit 42\" TERM; while :; do sleep 0.1; done"]' io.siloc.userns=auto)
+  c=$(cri create "$pod" group c "$BB" '["sh","-c","exit 5"]' io.siloc.userns=auto)
+  cri start "$a" && cri start "$b" && cri start "$c"
+  shim=$(shim_of_pod "$pod")
+  expect_match "$shim" '^[0-9]+$' "the pod's shim serves its socket"
+  expect_eq "$(our_shims)" "$shim" "one siloc shim process for the sandbox and 3 app containers"
+  for x in "$pod" "$a" "$b"; do
+    expect_eq "$(cat "$STATE/io.containerd.runtime.v2.task/k8s.io/$x/address")" "unix://$(pod_socket "$pod")" "$x: the pod's shim address"
+  done
+  wait_state "$c" EXITED
+  expect_eq "$(cri status "$c" | jq -c '[.state, .exit_code]')" '["EXITED",5]' "c exits 5, the others run"
+  out=$(cri exec "$a" sh -c 'echo in-a; exit 3') || rc=$?
+  expect_eq "$out $rc" "in-a 3" "ExecSync in a"
+  rc=0 out=$(cri exec "$b" sh -c 'echo in-b; exit 4') || rc=$?
+  expect_eq "$out $rc" "in-b 4" "ExecSync in b"
+  cri stop "$b" 10
+  expect_eq "$(cri status "$b" | jq -c '[.state, .exit_code]')" '["EXITED",42]' "StopContainer b: its SIGTERM trap's exit code"
+  expect_eq "$(cri status "$a" | jq -r .state)" RUNNING "a still runs"
+  cri rm "$b" && cri rm "$c"
+  expect_eq "$(our_shims)" "$shim" "the shim stays while the pod has containers"
+  rc=0 out=$(cri exec "$a" echo still-a) || rc=$?
+  expect_eq "$out $rc" "still-a 0" "ExecSync in a after b and c are removed"
+  check_pod "$pod" "$a" 1
+  stop_rm "$pod"
+  for _ in $(seq 50); do [ -z "$(our_shims)" ] && break; sleep 0.1; done
+  expect_eq "$(our_shims)" "" "removing the pod ends its shim"
+  expect_eq "$(find "$(pod_socket "$pod")" 2>/dev/null)" "" "and its socket"
+  no_trace_of "$pod" "$a" "$b" "$c"
+  leftovers "$T/mounts.before"
+}
+
+# The pod's one shim killed with SIGKILL: containerd cleans up each container
+# (`shim delete` per bundle: siloc delete --force, the dead socket); then the pod is
+# removed and nothing is left: no siloc state, cgroup, mount, /run/siloc* entry, socket.
+c_pod_shim_killed() {
+  local pod a b shim x
+  pod=$(cri runp grpkill siloc io.siloc.userns=auto)
+  a=$(cri create "$pod" grpkill a "$BB" '["sleep","1000"]' io.siloc.userns=auto)
+  b=$(cri create "$pod" grpkill b "$BB" '["sleep","1000"]' io.siloc.userns=auto)
+  cri start "$a" && cri start "$b"
+  shim=$(shim_of_pod "$pod")
+  expect_eq "$(our_shims)" "$shim" "one shim for the pod"
+  kill -9 "$shim"
+  for x in "$a" "$b"; do
+    wait_state "$x" EXITED
+    expect_eq "$(cri status "$x" | jq -r .state)" EXITED "$x of the killed shim"
+  done
+  for _ in $(seq 100); do [ -z "$("$SILOC" --root "$SROOT/k8s.io" list -q 2>/dev/null)" ] && break; sleep 0.1; done
+  expect_eq "$("$SILOC" --root "$SROOT/k8s.io" list -q 2>/dev/null)" "" "shim delete removed every container of the pod"
+  expect_eq "$(find "$(pod_socket "$pod")" 2>/dev/null)" "" "the dead shim's socket"
+  stop_rm "$pod"
+  expect_eq "$(our_shims)" "" "no shim started again"
+  no_trace_of "$pod" "$a" "$b"
+  leftovers "$T/mounts.before"
+}
+
+# Containers outside a pod (ctr run, no CRI annotations): each is its own shim group,
+# so two containers run in two shim processes; each shim ends with its container.
+c_ctr_own_shim() {
+  local a=siloc-e2e-ctr-a-$$ b=siloc-e2e-ctr-b-$$ x
+  for x in "$a" "$b"; do
+    "${CTR[@]}" run -d --runtime io.containerd.siloc.v2 "$BB" "$x" sleep 1000 >/dev/null
+  done
+  expect_eq "$(our_shims | wc -l)" 2 "one shim per ctr container"
+  expect_match "$(shim_of_pod "$a")" '^[0-9]+$' "a's shim serves a's own socket"
+  for x in "$a" "$b"; do
+    "${CTR[@]}" task kill -s SIGKILL "$x"
+    for _ in $(seq 50); do "${CTR[@]}" task ls -q | grep -qx "$x" || break; "${CTR[@]}" task delete "$x" >/dev/null 2>&1 || sleep 0.1; done
+    "${CTR[@]}" container delete "$x"
+  done
+  for _ in $(seq 50); do [ -z "$(our_shims)" ] && break; sleep 0.1; done
+  expect_eq "$(our_shims)" "" "the shims end with their containers"
+  no_trace_of "$a" "$b"
+  leftovers "$T/mounts.before"
+}
+
+# The shims' memory for one pod of a sandbox and 6 app containers (`sleep`), for
+# siloc's shim (plain and io.siloc.userns=auto) and the runc shim with BinaryName =
+# siloc (plain: that path refuses userns=auto): the shim processes serving this
+# containerd and the sum of their RSS (`ps -o rss`, KiB), printed. Run by
+# hack/bench-shim-rss only (SHIM_RSS=1); a measurement, not a check.
+c_pod_rss() {
+  local handler annot pod i pids n rss line
+  for line in "siloc plain" "siloc io.siloc.userns=auto" "siloc-binary plain"; do
+    read -r handler annot <<<"$line"
+    [ "$annot" = plain ] && annot=""
+    # shellcheck disable=SC2086 # no annotation, or one
+    pod=$(cri runp "rss-$handler" "$handler" $annot)
+    for i in 1 2 3 4 5 6; do
+      # shellcheck disable=SC2086
+      cri start "$(cri create "$pod" "rss-$handler" "app$i" "$BB" '["sleep","1000"]' $annot)"
+    done
+    sleep 2
+    pids=$(pgrep -f -- "containerd-shim-(siloc|runc)-v2 .*-address $SOCK" | tr '\n' ',' | sed 's/,$//')
+    n=$(tr ',' '\n' <<<"$pids" | grep -c .)
+    rss=$(ps -o rss= -p "$pids" | awk '{s += $1} END {print s}')
+    printf 'RSS containerd %s %-13s %-26s shims=%d rss_kib=%d\n' "$CVER" "$handler" "${annot:-plain}" "$n" "$rss" >>"$T/rss.txt"
+    stop_rm "$pod"
+  done
+  leftovers "$T/mounts.before"
+}
+
 # A plain pod (no user namespace) through the shim.
 c_plain() {
   local pod cid
@@ -391,7 +520,7 @@ c_bad_input() {
   # The shim of a running container dies: containerd cleans up (shim delete).
   cid=$(cri create "$pod" bad victim "$BB" '["sleep","1000"]' io.siloc.userns=auto)
   cri start "$cid"
-  shim=$(pgrep -f -- "containerd-shim-siloc-v2 -namespace k8s.io -id $cid " | head -n1)
+  shim=$(shim_of_pod "$pod")
   [ -n "$shim" ]
   kill -9 "$shim"
   for _ in $(seq 100); do [ "$(cri status "$cid" | jq -r .state)" = EXITED ] && break; sleep 0.1; done
@@ -436,8 +565,12 @@ c_binary_name() {
 }
 
 # SHIM_ONLY=ERE runs only the cases whose function name matches (c_ready always runs);
-# SHIM_CONTAINERD=1.6 or 2.1 only that containerd.
-case_if() { [[ $2 == c_ready || -z ${SHIM_ONLY:-} || $2 =~ ${SHIM_ONLY} ]] && e2e_case "$1" "$2"; return 0; }
+# SHIM_CONTAINERD=1.6 or 2.1 only that containerd; SHIM_RSS=1 adds c_pod_rss.
+case_if() {
+  [[ $2 == c_pod_rss && -z ${SHIM_RSS:-} ]] && return 0
+  [[ $2 == c_ready || -z ${SHIM_ONLY:-} || $2 =~ ${SHIM_ONLY} ]] && e2e_case "$1" "$2"
+  return 0
+}
 run_suite() {
   CVER=$1
   start_containerd "$2"
@@ -445,6 +578,10 @@ run_suite() {
   case_if "containerd $CVER shim: io.siloc.userns=auto pod, 2 containers, logs, exec, exit 7" c_userns_auto
   case_if "containerd $CVER shim: io.siloc.userns=auto pod on a CNI pod network, exec, logs, exit 9" c_userns_auto_podnet
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50
+  case_if "containerd $CVER shim: a pod's sandbox and 3 app containers in one shim process" c_pod_one_shim
+  case_if "containerd $CVER shim: the pod's shim killed (SIGKILL), containerd cleans up" c_pod_shim_killed
+  case_if "containerd $CVER shim: two ctr containers, two shims" c_ctr_own_shim
+  case_if "containerd $CVER: shim RSS of a 1 + 6 container pod (hack/bench-shim-rss)" c_pod_rss
   case_if "containerd $CVER shim: plain pod" c_plain
   case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false (userns_options)" c_host_users_false
@@ -464,4 +601,5 @@ elif [ -x "$C21/containerd" ]; then
 else
   echo "SKIPPED containerd 2.1 cases: $C21/containerd missing (bash hack/setup fetches it)"
 fi
+[ -z "${SHIM_RSS:-}" ] || cat "$T/rss.txt" 2>/dev/null
 e2e_finish

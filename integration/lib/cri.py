@@ -11,6 +11,7 @@ field numbers of k8s.io/cri-api runtime/v1 api.proto); grpcio carries them.
     cri.py SOCK start CID
     cri.py SOCK status CID                          -> JSON {state, exit_code, reason}
     cri.py SOCK exec CID CMD...                     -> its stdout; exits with its status
+    cri.py SOCK stop CID [TIMEOUT-S] | rm CID       (one container: SIGTERM, then SIGKILL)
     cri.py SOCK stopp POD | rmp POD
 
 $CRI_LOGS is the pod's log directory, $CRI_CGROUP_PARENT its cgroup parent. runp and
@@ -220,6 +221,11 @@ def main(argv) -> int:
         r = call(chan, "ListPodSandbox", b"")
         for item in r.get(1, []):
             print(first(decode(item), 1, b"").decode())
+    elif cmd == "stop":
+        # StopContainerRequest: container_id = 1, timeout = 2 (seconds).
+        call(chan, "StopContainer", fstr(1, args[0]) + fint(2, int(args[1]) if args[1:] else 10))
+    elif cmd == "rm":
+        call(chan, "RemoveContainer", fstr(1, args[0]))
     elif cmd == "stopp":
         call(chan, "StopPodSandbox", fstr(1, args[0]))
     elif cmd == "rmp":

@@ -45,6 +45,9 @@ pub enum ShimError {
     Invalid(String),
     #[error("{0}")]
     Precondition(String),
+    /// A second create of a container id the shim already serves.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
 }
 
 /// The error of a failed `siloc kill` as containerd's runc shim words it
@@ -89,6 +92,7 @@ impl From<ShimError> for containerd_shim::protos::ttrpc::Error {
                 Code::INVALID_ARGUMENT
             }
             ShimError::Precondition(_) => Code::FAILED_PRECONDITION,
+            ShimError::AlreadyExists(_) => Code::ALREADY_EXISTS,
             _ => Code::UNKNOWN,
         };
         Error::RpcStatus(get_status(code, e.to_string()))

@@ -9,12 +9,14 @@
 //! idmapped overlay itself. App containers of a pod join the sandbox's user namespace
 //! and ID range ([`pod`]).
 //!
-//! One shim process serves one container (its id is the shim's grouping) and its exec
-//! processes.
+//! One shim process serves all containers of a pod (their sandbox id is the shim's
+//! grouping, [`group`]), as containerd's runc shim does; a container outside a pod
+//! gets a shim of its own.
 
 mod error;
 mod events;
 mod exits;
+mod group;
 mod io;
 mod pod;
 mod process;

@@ -1,4 +1,5 @@
-//! The task service: containerd's shim v2 API for one container, each request turned
+//! The task service: containerd's shim v2 API for the containers of one shim group
+//! (a pod, see [`crate::group`]), each request routed by container id and turned
 //! into siloc's runc CLI as containerd's runc shim turns it into runc's.
 //!
 //! Settings, with runc's option names: `BinaryName` (default: `siloc` next to the
@@ -64,7 +65,7 @@ impl Saved {
     }
 }
 
-/// The container this shim serves.
+/// One container this shim serves.
 struct Task {
     id: String,
     bundle: PathBuf,
@@ -78,11 +79,20 @@ struct Task {
 
 struct Inner {
     namespace: String,
+    /// `-id`: the container a `shim delete` cleans up (for a serving shim, the
+    /// group's first container).
+    id: String,
+    /// `-address`: containerd's gRPC socket, part of the shim socket's address.
+    address: String,
     debug: bool,
     bundle: PathBuf,
     exit: ExitSignal,
     events: OnceLock<Events>,
-    task: Mutex<Option<Task>>,
+    /// The containers of the group, by container id; the shim exits on Shutdown
+    /// once this is empty.
+    tasks: Mutex<HashMap<String, Task>>,
+    /// The socket this shim serves (`-socket`), removed when it exits.
+    socket: String,
 }
 
 /// The shim: containerd-shim's [`containerd_shim::Shim`] and task service.
@@ -92,8 +102,8 @@ pub struct Service {
 }
 
 impl Service {
-    fn task(&self) -> std::sync::MutexGuard<'_, Option<Task>> {
-        self.inner.task.lock().unwrap_or_else(|p| p.into_inner())
+    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Task>> {
+        self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn send<E>(&self, ev: E)
@@ -107,10 +117,9 @@ impl Service {
 
     /// The process `exec_id` names ("" = init) of the task `id`.
     fn process(&self, id: &str, exec_id: &str) -> Result<(Arc<Process>, Siloc, String)> {
-        let g = self.task();
+        let g = self.tasks();
         let t = g
-            .as_ref()
-            .filter(|t| t.id == id)
+            .get(id)
             .ok_or_else(|| ShimError::NotFound(format!("task {id}")))?;
         let p = if exec_id.is_empty() {
             t.init.clone()
@@ -343,18 +352,30 @@ impl containerd_shim::Shim for Service {
         Service {
             inner: Arc::new(Inner {
                 namespace: flags.namespace.clone(),
+                id: flags.id.clone(),
+                address: flags.address.clone(),
                 debug: flags.debug,
                 bundle,
                 exit: ExitSignal::default(),
                 events: OnceLock::new(),
-                task: Mutex::new(None),
+                tasks: Mutex::new(HashMap::new()),
+                socket: flags.socket.clone(),
             }),
         }
     }
 
+    /// Runs in the new container's bundle: the group's shim if one listens, else a
+    /// new one ([`crate::group`]).
     fn start_shim(&mut self, opts: StartOpts) -> containerd_shim::Result<String> {
-        let grouping = opts.id.clone();
-        let (_pid, address) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
+        let bundle = std::env::current_dir().map_err(io_at("."))?;
+        let grouping = crate::group::grouping_of_bundle(&bundle, &opts.id)?;
+        let address = crate::group::address(&opts.address, &opts.namespace, &grouping);
+        if crate::group::listening(&address) {
+            log::info!("{}: joins the shim of group {grouping}", opts.id);
+        } else {
+            let (_pid, spawned) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
+            debug_assert_eq!(spawned, address);
+        }
         containerd_shim::synchronous::util::write_address(&address)?;
         Ok(address)
     }
@@ -371,6 +392,15 @@ impl containerd_shim::Shim for Service {
             );
             undo_create(&saved.siloc, &saved.id, &saved, &bundle);
         }
+        // The socket of a shim that died (the crate removes it only on a clean exit).
+        if let Ok(grouping) = crate::group::grouping_of_bundle(&bundle, &self.inner.id)
+            && !self.inner.address.is_empty()
+        {
+            let a = crate::group::address(&self.inner.address, &self.inner.namespace, &grouping);
+            if crate::group::remove_dead_socket(&a) {
+                log::info!("shim delete: removed the dead shim's socket {a}");
+            }
+        }
         let mut r = DeleteResponse::new();
         r.exit_status = 128 + libc::SIGKILL as u32;
         r.exited_at = containerd_shim::util::timestamp().ok().into();
@@ -379,6 +409,15 @@ impl containerd_shim::Shim for Service {
 
     fn wait(&mut self) {
         self.inner.exit.wait();
+        // The crate removes the socket named by the `address` file in the shim's
+        // working directory, the first container's bundle, which containerd may have
+        // removed already when other containers of the group outlived that one.
+        if !self.inner.socket.is_empty() {
+            let path = self.inner.socket.trim_start_matches("unix://");
+            if let Err(e) = std::fs::remove_file(path) {
+                log::debug!("remove socket {path}: {e}");
+            }
+        }
     }
 
     fn create_task_service(&self, publisher: RemotePublisher) -> Self::T {
@@ -393,11 +432,8 @@ impl containerd_shim::Shim for Service {
 
 impl Service {
     fn do_create(&self, req: &api::CreateTaskRequest) -> Result<u32> {
-        if self.task().is_some() {
-            return Err(ShimError::Precondition(format!(
-                "this shim already serves a task; {} needs its own",
-                req.id
-            )));
+        if self.tasks().contains_key(&req.id) {
+            return Err(ShimError::AlreadyExists(format!("task {}", req.id)));
         }
         let bundle = PathBuf::from(&req.bundle);
         let (binary, root, systemd) = read_options(&req.options)?;
@@ -526,15 +562,18 @@ impl Service {
                 });
             });
         }
-        *self.task() = Some(Task {
-            id: req.id.clone(),
-            bundle: bundle.clone(),
-            siloc,
-            init,
-            execs: HashMap::new(),
-            owner,
-            saved,
-        });
+        self.tasks().insert(
+            req.id.clone(),
+            Task {
+                id: req.id.clone(),
+                bundle: bundle.clone(),
+                siloc,
+                init,
+                execs: HashMap::new(),
+                owner,
+                saved,
+            },
+        );
         self.send(TaskCreate {
             container_id: req.id.clone(),
             bundle: req.bundle.clone(),
@@ -555,10 +594,10 @@ impl Service {
     fn do_start_exec(&self, id: &str, exec_id: &str) -> Result<u32> {
         let (p, siloc, _) = self.process(id, exec_id)?;
         let (bundle, owner) = {
-            let g = self.task();
+            let g = self.tasks();
             let t = g
-                .as_ref()
-                .ok_or_else(|| ShimError::NotFound(id.to_string()))?;
+                .get(id)
+                .ok_or_else(|| ShimError::NotFound(format!("task {id}")))?;
             (t.bundle.clone(), t.owner)
         };
         let spec = p
@@ -642,7 +681,7 @@ impl Service {
                     req.exec_id
                 )));
             }
-            if let Some(t) = self.task().as_mut() {
+            if let Some(t) = self.tasks().get_mut(&req.id) {
                 t.execs.remove(&req.exec_id);
             }
             r.exit_status = st.exit_status;
@@ -653,7 +692,7 @@ impl Service {
             log::warn!("siloc delete {}: {e}; retrying with --force", req.id);
             siloc.delete(&req.id, true)?;
         }
-        let t = self.task().take();
+        let t = self.tasks().remove(&req.id);
         if let Some(t) = &t {
             if let Some(m) = &t.saved.mounted {
                 rootfs::unmount(m)?;
@@ -725,10 +764,9 @@ impl containerd_shim::Task for Service {
     }
 
     fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<api::Empty> {
-        let mut g = self.task();
+        let mut g = self.tasks();
         let t = g
-            .as_mut()
-            .filter(|t| t.id == req.id)
+            .get_mut(&req.id)
             .ok_or_else(|| ShimError::NotFound(format!("task {}", req.id)))?;
         if t.execs.contains_key(&req.exec_id) {
             return Err(ShimError::Precondition(format!("exec {} exists", req.exec_id)).into());
@@ -766,8 +804,8 @@ impl containerd_shim::Task for Service {
         let (p, _, id) = self.process(&req.id, &req.exec_id)?;
         let st = p.state();
         let bundle = self
-            .task()
-            .as_ref()
+            .tasks()
+            .get(&req.id)
             .map(|t| t.bundle.display().to_string())
             .unwrap_or_default();
         let mut r = api::StateResponse::new();
@@ -815,8 +853,8 @@ impl containerd_shim::Task for Service {
     fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
         let (_, siloc, id) = self.process(&req.id, "")?;
         let execs: HashMap<u32, String> = self
-            .task()
-            .as_ref()
+            .tasks()
+            .get(&req.id)
             .map(|t| {
                 t.execs
                     .values()
@@ -922,18 +960,21 @@ impl containerd_shim::Task for Service {
     fn connect(
         &self,
         _ctx: &TtrpcContext,
-        _req: api::ConnectRequest,
+        req: api::ConnectRequest,
     ) -> TtrpcResult<api::ConnectResponse> {
         let mut r = api::ConnectResponse::new();
         r.shim_pid = std::process::id();
-        r.task_pid = self.task().as_ref().map_or(0, |t| t.init.state().pid);
+        r.task_pid = self.tasks().get(&req.id).map_or(0, |t| t.init.state().pid);
         r.version = env!("CARGO_PKG_VERSION").to_string();
         Ok(r)
     }
 
     fn shutdown(&self, _ctx: &TtrpcContext, _req: api::ShutdownRequest) -> TtrpcResult<api::Empty> {
-        if self.task().is_some() {
-            log::info!("shutdown: the task is not deleted yet; staying up");
+        // containerd asks after each task's delete; the runc shim stays up while it
+        // still serves a container of its group.
+        let left = self.tasks().len();
+        if left > 0 {
+            log::info!("shutdown: {left} task(s) not deleted yet; staying up");
             return Ok(api::Empty::new());
         }
         self.inner.exit.signal();
