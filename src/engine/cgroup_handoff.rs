@@ -51,10 +51,12 @@ use super::exec_cgroup::{ExecCgroupError, Join};
 use crate::sys::mountinfo::Mount;
 
 /// The watcher's poll interval for the first [`FAST_POLLS`] polls: libcontainer forks
-/// within a few milliseconds of being called.
-const POLL: Duration = Duration::from_micros(100);
+/// within a few milliseconds of being called, and a move back up to this much later
+/// still falls within the grace period's window (module doc). Each poll costs a few
+/// microseconds of CPU.
+const POLL: Duration = Duration::from_micros(500);
 /// Polls at [`POLL`] before the watcher slows down to [`SLOW_POLL`].
-const FAST_POLLS: u32 = 500;
+const FAST_POLLS: u32 = 60;
 /// The poll interval after that (a slow build: create hooks, a loaded host).
 const SLOW_POLL: Duration = Duration::from_millis(2);
 
