@@ -21,8 +21,10 @@
 //!   (EOPNOTSUPP otherwise, in runc too).
 //! - The init joins the hierarchies libcgroups' v1 manager leaves out: the named
 //!   ones (`name=systemd`) and, on the hybrid, the unified one, at the container's
-//!   cgroup path, as runc's fs manager does; the directories siloc made are recorded
-//!   and removed at delete ([`remove_extra`]).
+//!   cgroup path, as runc's fs manager does: siloc makes them before libcontainer
+//!   forks and its children are born in them ([`make_extra`],
+//!   engine::cgroup_handoff); the directories siloc made are recorded and removed at
+//!   delete ([`remove_extra`]).
 //!
 //! The systemd driver is left alone (systemd owns those cgroups).
 
@@ -336,18 +338,11 @@ fn pids_dir_of(mounts: &[Mount], pid: i32) -> Option<PathBuf> {
 }
 
 /// What create does once libcontainer made the cgroups, before the container starts:
-/// the per-device blkio weights, and the init `pid` into the extra hierarchies at
-/// `cgroups_path` (made where missing; those made are listed in `record_dir`'s
-/// [`EXTRA_CGROUPS_FILE`], for [`remove_extra`]).
+/// the per-device blkio weights and `pids.max` 1 for init `pid`. (The init is already
+/// in the extra hierarchies: it was born there, [`make_extra`].)
 ///
-/// Errors: a weight or a `cgroup.procs` write is refused; the list cannot be written.
-pub fn after_create(
-    spec: &Spec,
-    pid: i32,
-    mounts: &[Mount],
-    own: &str,
-    record_dir: &Path,
-) -> Result<(), CgroupCompatError> {
+/// Errors: a weight or `pids.max` write is refused.
+pub fn after_create(spec: &Spec, pid: i32, mounts: &[Mount]) -> Result<(), CgroupCompatError> {
     let linux = spec.linux().as_ref();
     if let (Some(b), Some(dir)) = (
         linux
@@ -362,27 +357,35 @@ pub fn after_create(
     {
         write(&dir.join("pids.max"), "1")?;
     }
-    let Some(cg) = linux.and_then(|l| l.cgroups_path().clone()) else {
-        return Ok(());
-    };
-    join_extra(mounts, own, &cg, pid, record_dir)
+    Ok(())
 }
 
-/// Makes the missing extra cgroup directories and moves `pid` into them. Each one is
-/// listed in `record_dir`'s [`EXTRA_CGROUPS_FILE`] before it is made, so a create
-/// killed between the two (SIGKILL of siloc or its shim) leaves a list for
-/// `delete --force` to remove it by, never an unlisted directory ([`remove_extra`]
-/// takes a listed one that was never made as gone).
-fn join_extra(
+/// Makes the container's directories in the extra hierarchies (at the spec's
+/// `cgroupsPath`, relative ones below siloc's own cgroup `own`) where missing, before
+/// libcontainer forks: siloc's create process joins them and its children, the
+/// intermediate process and the init, are born in them (engine::cgroup_handoff).
+/// Returns one directory per extra hierarchy; none without a `cgroupsPath` or on a
+/// pure v2 host.
+///
+/// Each directory made is listed in `record_dir`'s [`EXTRA_CGROUPS_FILE`] before it is
+/// made, so a create killed between the two (SIGKILL of siloc or its shim) leaves a
+/// list for `delete --force` to remove it by, never an unlisted directory
+/// ([`remove_extra`] takes a listed one that was never made as gone).
+///
+/// Errors: [`CgroupCompatError::Io`] naming the list or the directory.
+pub fn make_extra(
+    spec: &Spec,
     mounts: &[Mount],
     own: &str,
-    cg: &Path,
-    pid: i32,
     record_dir: &Path,
-) -> Result<(), CgroupCompatError> {
+) -> Result<Vec<PathBuf>, CgroupCompatError> {
+    let Some(cg) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) else {
+        return Ok(Vec::new());
+    };
     let mut listed: Vec<PathBuf> = Vec::new();
+    let mut out = Vec::new();
     for h in extra_hierarchies(&hierarchies(mounts)) {
-        let dir = dir_in(&h, own, cg);
+        let dir = dir_in(&h, own, &cg);
         let missing: Vec<PathBuf> = dir
             .ancestors()
             .take_while(|d| d.starts_with(&h.mount_point) && *d != h.mount_point && !d.exists())
@@ -409,9 +412,9 @@ fn join_extra(
             })?;
         }
         crate::lifecycle::test_hooks::crash_point("after-extra-cgroup");
-        write(&dir.join("cgroup.procs"), &pid.to_string())?;
+        out.push(dir);
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Removes the extra cgroup directories listed in `record_dir` (deepest first);

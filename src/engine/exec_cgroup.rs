@@ -203,9 +203,27 @@ impl Join {
             let f = open_procs(&dir)?;
             j.post.push((dir, f));
         }
+        j.back = Self::into_dirs(&all, &t.pre)?.take_back();
+        Ok(j)
+    }
+
+    /// Moves the caller (the whole process) into cgroup directories `dirs`, each in
+    /// one of the hierarchies `all`, keeping its own cgroup there open for the way
+    /// back: the processes it forks next are born in them (fork copies the parent's
+    /// cgroups, kernel Documentation/admin-guide/cgroup-v2.rst "Processes"). Used by
+    /// exec ([`Join::enter`]) and by create (engine::cgroup_handoff).
+    ///
+    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` refused; the caller
+    /// is back in its own cgroups then.
+    pub fn into_dirs(all: &[Hierarchy], dirs: &[PathBuf]) -> Result<Join, ExecCgroupError> {
+        let mut j = Join {
+            sub_cgroup: None,
+            back: Vec::new(),
+            post: Vec::new(),
+        };
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let me = std::process::id() as i32;
-        for dir in &t.pre {
+        for dir in dirs {
             let Some(h) = all.iter().find(|h| dir.starts_with(&h.mount_point)) else {
                 continue;
             };
@@ -217,6 +235,13 @@ impl Join {
             join(dir, me)?;
         }
         Ok(j)
+    }
+
+    /// The way back: each of the caller's own cgroup directories it left, with its
+    /// `cgroup.procs` open for writing. The caller is then in charge of going back
+    /// (engine::cgroup_handoff writes its pid into them).
+    pub fn take_back(&mut self) -> Vec<(PathBuf, std::fs::File)> {
+        std::mem::take(&mut self.back)
     }
 
     /// The sub-cgroup libcontainer's tenant builder gets (`with_sub_cgroup`).

@@ -3,6 +3,7 @@
 //! happens before [`build_init`] (plan, prepare) and after [`delete`] (undo).
 
 pub mod cgroup_compat;
+pub mod cgroup_handoff;
 pub mod console_fixup;
 pub mod cwd;
 pub mod exec_cgroup;

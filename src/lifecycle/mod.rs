@@ -301,12 +301,26 @@ fn create_prepared(
         .map_err(|e| LifecycleError::Other(format!("chdir {}: {e}", bundle.display())))?;
     let baseline = crate::engine::mount_guard::Baseline::capture(&spec)?;
     test_hooks::crash_point("before-libcontainer");
+    // The hierarchies libcgroups leaves out (engine::cgroup_compat): siloc joins them
+    // right before libcontainer forks, so the intermediate and the init are born in
+    // them, and leaves them as soon as it has forked (engine::cgroup_handoff).
+    let handoff = match &cgroup_facts {
+        Some((mounts, own)) => {
+            let dirs = crate::engine::cgroup_compat::make_extra(&spec, mounts, own, &spec_dir)?;
+            crate::engine::cgroup_handoff::Handoff::start(mounts, &dirs)
+                .map_err(|e| LifecycleError::Other(e.to_string()))?
+        }
+        None => crate::engine::cgroup_handoff::Handoff::start(&[], &[])
+            .map_err(|e| LifecycleError::Other(e.to_string()))?,
+    };
     let entered = opened.enter().map_err(EngineError::from)?;
     entered
         .write_sysctls(&outer_sysctls)
         .map_err(EngineError::from)?;
     let built = engine::build_init(builder, &spec_dir, &req.init);
     drop(entered);
+    let forked_within = handoff.finish();
+    tracing::debug!(forked_within, "cgroup handoff done");
     if !pinned.is_empty() {
         // The record keeps the paths the caller gave, not this process's fds.
         drop(pinned);
@@ -342,16 +356,15 @@ fn create_prepared(
         let _ = c.delete(true);
         return Err(e.into());
     }
-    // Per-device blkio weights and the hierarchies libcgroups leaves out
-    // (engine::cgroup_compat), before the container starts.
-    if let (Some(pid), Some((mounts, own))) = (c.pid(), &cgroup_facts)
-        && let Err(e) =
-            crate::engine::cgroup_compat::after_create(&spec, pid.as_raw(), mounts, own, &spec_dir)
+    // Per-device blkio weights and pids.max 1 (engine::cgroup_compat), before the
+    // container starts.
+    if let (Some(pid), Some((mounts, _))) = (c.pid(), &cgroup_facts)
+        && let Err(e) = crate::engine::cgroup_compat::after_create(&spec, pid.as_raw(), mounts)
     {
         let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
     }
-    // After after_create: the init is in all of its cgroups (named ones too).
+    // The init is in all of its cgroups (named ones too: born there).
     if let Some(pid) = c.pid()
         && let Err(e) = crate::engine::pidns_cgroup::apply(&own_cgroup_mounts, pid)
     {

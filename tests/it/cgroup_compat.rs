@@ -575,3 +575,108 @@ fn a_create_killed_after_making_an_extra_cgroup_leaves_none_after_delete() {
     );
     env.assert_no_trace(&id);
 }
+
+/// The extra hierarchies this host has: (key in /proc/PID/cgroup, mount point name).
+fn extra_hierarchies() -> Vec<(&'static str, &'static str)> {
+    [("name=systemd", "systemd"), ("", "unified")]
+        .into_iter()
+        .filter(|(k, m)| {
+            !cgroup_of(std::process::id() as i32, k).is_empty() && Path::new(CG).join(m).is_dir()
+        })
+        .collect()
+}
+
+/// The container's directories in any hierarchy.
+fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
+    hierarchies()
+        .into_iter()
+        .map(|h| h.join(format!("siloc-{id}")))
+        .filter(|d| d.exists())
+        .collect()
+}
+
+/// A created, not yet started container's init is in the named and unified
+/// hierarchies' container cgroups, alone: it was born there (engine::cgroup_handoff:
+/// siloc's create process joined them while libcontainer forked), and siloc's
+/// process left them.
+#[test]
+fn a_created_init_is_alone_in_its_extra_cgroups_before_start() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("born");
+    let _g = CgroupGuard(format!("/siloc-{id}"));
+    let want = format!("/siloc-{id}");
+    let extras = extra_hierarchies();
+    assert!(!extras.is_empty(), "no named or unified hierarchy here");
+    {
+        let _c = Container::create(&env, &b, &id);
+        assert_eq!(env.state(&id)["status"], "created");
+        let init = init_pid(&env, &id);
+        for (k, mount) in &extras {
+            assert_eq!(cgroup_of(init, k), want, "init in {k:?}");
+            let dir = Path::new(CG).join(mount).join(want.trim_start_matches('/'));
+            assert_eq!(
+                read(dir.join("cgroup.procs")),
+                init.to_string(),
+                "{k:?}: the init alone"
+            );
+        }
+    }
+    env.assert_no_trace(&id);
+}
+
+/// A create that fails after siloc joined the container's extra cgroups leaves no
+/// cgroup and no trace: before libcontainer forks (a terminal without console socket,
+/// refused by libcontainer) and after (a program that does not exist, refused by the
+/// init). siloc's process must be back in its own cgroups before create removes them:
+/// rmdir refuses a cgroup that holds a process, and the directories stayed.
+#[test]
+fn a_create_failing_after_joining_the_extra_cgroups_leaves_none() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let cases: [(&str, fn(&mut Value), &str); 2] = [
+        (
+            "tty",
+            |s| s["process"]["terminal"] = Value::Bool(true),
+            "console socket",
+        ),
+        (
+            "noexe",
+            |s| s["process"]["args"] = json!(["/nosuch"]),
+            "/nosuch",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let mut b = env.bundle(name, &["true"]);
+        b.edit(edit);
+        let id = env.id(name);
+        let _g = CgroupGuard(format!("/siloc-{id}"));
+        let err = env.fails(&["create", "--bundle", b.path(), &id]);
+        assert!(err.contains(want), "{name}: {err}");
+        assert_eq!(
+            cgroup_dirs(&id),
+            Vec::<PathBuf>::new(),
+            "{name}: cgroups left"
+        );
+        env.assert_no_trace(&id);
+    }
+}
+
+/// A foreground `run` deletes its container's extra cgroups: siloc's process, which
+/// joined them while libcontainer forked, left them before its delete (rmdir refuses
+/// a cgroup that holds a process: delete warned "Device or resource busy" and the
+/// directories stayed).
+#[test]
+fn a_foreground_run_leaves_its_extra_cgroups_before_delete() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sh", "-c", "sleep 0.2 & wait"]);
+    let id = env.id("fg");
+    let _g = CgroupGuard(format!("/siloc-{id}"));
+    let (code, _, err) = common::run(&env, &b, "fg");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("delete"), "{err}");
+    assert_eq!(cgroup_dirs(&id), Vec::<PathBuf>::new(), "cgroups left");
+    env.assert_no_trace(&id);
+}
