@@ -21,6 +21,8 @@ pub(crate) struct KillArgs {
 
 /// `siloc kill`.
 pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
+    // After a concurrent delete, not during it (lifecycle::container_lock).
+    let _lock = crate::lifecycle::container_lock::hold(&ctx.root, &a.id);
     // runc looks the container up first: an unknown id wins over a bad signal.
     let mut c = engine::load(&ctx.root, &a.id)?;
     let n = match a.signal.trim() {

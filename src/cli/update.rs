@@ -149,6 +149,9 @@ pub(crate) fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     let mut changes = from_file.unwrap_or_else(|| json!({}));
     update::merge(&mut changes, flags_json(&a)?);
     let rt = ctx.runtime()?;
+    // libcgroups makes a missing cgroup dir when it writes one: after a concurrent
+    // delete, not during it (lifecycle::container_lock).
+    let _lock = crate::lifecycle::container_lock::hold(&ctx.root, &a.id);
     update::update(&rt, &a.id, changes, a.io_max.as_deref())?;
     Ok(())
 }

@@ -79,7 +79,10 @@ pub fn try_delete(c: &Container) -> Option<Result<(), StoppedDeleteError>> {
     let mounts = crate::sys::mountinfo::read(None).ok()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let paths = cgroup_paths(&mounts, &own, &config.cgroup_path);
-    Some(remove(&paths).and_then(|()| std::fs::remove_dir_all(&c.root).map_err(io(&c.root))))
+    Some(remove(&paths).and_then(|()| {
+        crate::lifecycle::test_hooks::crash_point("delete-after-cgroups");
+        std::fs::remove_dir_all(&c.root).map_err(io(&c.root))
+    }))
 }
 
 /// The cgroup dirs libcgroups' v1 manager would remove for `cgroup_path`: one per

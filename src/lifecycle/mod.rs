@@ -2,6 +2,7 @@
 //! spec → libcontainer; and delete: libcontainer delete → undo → forget the record.
 
 pub mod bundle;
+pub mod container_lock;
 pub mod final_spec;
 pub mod placement;
 pub mod plan;
@@ -407,6 +408,9 @@ pub fn delete(rt: &Runtime, id: &str, force: bool) -> Result<(), LifecycleError>
     // The id becomes a path below: `..` would name the state root's parent.
     engine::validate_id(id)?;
     wait_for_creator(&rt.root, id)?;
+    // A kill, pause or resume of this container finishes first, or waits and then finds
+    // it gone, rather than remaking its cgroups after ours (container_lock).
+    let _lock = container_lock::hold(&rt.root, id);
     let rec = Record::load(&rt.root, id).ok().flatten();
     match engine::load(&rt.root, id) {
         Ok(mut c) => delete_engine(&mut c, force, Some(&record::dir(&rt.root, id)))?,

@@ -9,7 +9,8 @@
 
 /// Acts on the hooks named for `point` (`after-idpool`, `after-upper`, `after-mount`,
 /// `before-libcontainer`, `after-libcontainer`, `after-extra-cgroup`: the named or
-/// unified hierarchy's directory made, siloc not yet moved in).
+/// unified hierarchy's directory made, siloc not yet moved in; and in `delete`:
+/// `delete-after-cgroups`, a stopped container's cgroups removed, its state not yet).
 #[cfg(feature = "test-hooks")]
 pub fn crash_point(point: &str) {
     if std::env::var("SILOC_TEST_CRASH_AT").is_ok_and(|p| p == point) {

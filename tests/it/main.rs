@@ -14,6 +14,7 @@ mod common;
 
 mod bad_input;
 mod cgroup_compat;
+mod cgroup_races;
 mod idmapped_mounts;
 mod image;
 mod iopolicy;
