@@ -73,16 +73,16 @@ pub enum NsOwnerError {
     /// Case 3.
     #[error(
         "unable to start container process: error during container init: error mounting \
-         \"{fstype}\" to rootfs at \"{dest}\": mount {src}:{dest}{flags}: \
+         \"{fstype}\" to rootfs at \"{dest}\": mount {mount}: \
          operation not permitted (the container's {ns} namespace, {which}, is not owned by \
          its user namespace)"
     )]
     Mount {
         fstype: String,
         dest: String,
-        src: String,
-        /// `, flags: 0x..` as runc prints it, or empty for no flags.
-        flags: String,
+        /// `SOURCE:DEST` and `, flags: 0x..` as runc prints them (no flags part for
+        /// no flags).
+        mount: String,
         ns: &'static str,
         which: String,
     },
@@ -291,15 +291,18 @@ pub fn check(spec: &Spec) -> Result<(), NsOwnerError> {
         return Err(NsOwnerError::Mount {
             fstype,
             dest: m.destination().display().to_string(),
-            src: m
-                .source()
-                .as_ref()
-                .map_or_else(String::new, |s| s.display().to_string()),
-            flags: if flags == 0 {
-                String::new()
-            } else {
-                format!(", flags: {flags:#x}")
-            },
+            mount: format!(
+                "{}:{}{}",
+                m.source()
+                    .as_ref()
+                    .map_or_else(String::new, |s| s.display().to_string()),
+                m.destination().display(),
+                if flags == 0 {
+                    String::new()
+                } else {
+                    format!(", flags: {flags:#x}")
+                }
+            ),
             ns: names(t).0,
             which: if in_spec {
                 format!("path {}", path.display())

@@ -44,7 +44,7 @@ pub enum LifecycleError {
     #[error(transparent)]
     PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
     #[error(transparent)]
-    NsOwner(#[from] crate::engine::ns_owner::NsOwnerError),
+    NsOwner(Box<crate::engine::ns_owner::NsOwnerError>),
     #[error(transparent)]
     PinnedNs(#[from] crate::engine::pinned_namespaces::PinnedNsError),
     #[error(transparent)]
@@ -218,7 +218,7 @@ fn create_prepared(
     // Namespaces the container's user namespace does not own, which runc 1.1.5 cannot
     // use either: its errors, before libcontainer's bare ones (engine::ns_owner).
     crate::engine::outer_namespaces::check_types(&spec).map_err(EngineError::from)?;
-    crate::engine::ns_owner::check(&spec)?;
+    crate::engine::ns_owner::check(&spec).map_err(|e| LifecycleError::NsOwner(Box::new(e)))?;
     let outer = crate::engine::outer_namespaces::take(&mut spec).map_err(EngineError::from)?;
     final_spec::note_outer_namespaces(&mut spec, &outer)?;
     let outer_sysctls = crate::engine::outer_namespaces::take_sysctls(&mut spec, &outer);

@@ -27,8 +27,9 @@ rl_bundle() {
 # a new user namespace
 rl_bundle new sh -c 'ulimit -Hn; ulimit -Sn'
 annotate "$T/new" io.siloc.userns auto
-out=$(s run --bundle "$T/new" new 2>"$T/new.err" | tr '\n' ' ') ||
+s run --bundle "$T/new" new >"$T/new.out" 2>"$T/new.err" ||
   fail "run, new user namespace: $(cat "$T/new.err")"
+out=$(tr '\n' ' ' <"$T/new.out")
 [ "$out" = "$want $want " ] || fail "new user namespace: limits inside: $out $(cat "$T/new.err")"
 
 # a user namespace joined by path (a pod's app container), and exec into its owner
