@@ -67,7 +67,9 @@ pub(crate) fn document() -> serde_json::Value {
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
 /// mount semantics (mount_compat; masked-path symlinks resolved as the init resolves
 /// them); a namespace path of another type refused in runc's words
-/// (engine::outer_namespaces); `update` leaving device rules alone as runc's does
+/// (engine::outer_namespaces), and namespaces the user namespace does not own
+/// refused with runc 1.1.5's errors (engine::ns_owner); rlimits raising a hard limit
+/// in a user namespace set as runc sets them (engine::rlimit_check); `update` leaving device rules alone as runc's does
 /// (lifecycle::update); seccomp
 /// (engine::seccomp_compat): errno profiles without no_new_privs, runc's agent
 /// errors, ENOSYS for newer syscalls, TSYNC ignored; cgroups (engine::cgroup_compat,
@@ -100,6 +102,8 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "mounts.masked-paths-once-shared-tmpfs",
     "mounts.masked-path-symlinks-as-init",
     "namespaces.path-type-checked",
+    "namespaces.not-owned-runc-errors",
+    "rlimits.userns-raise",
     "update.devices-unchanged",
     "seccomp.errno-without-nnp",
     "seccomp.notify-agent-errors",

@@ -17,6 +17,7 @@ pub mod io_weight;
 pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
+pub mod ns_owner;
 pub mod outer_namespaces;
 pub mod pidns_cgroup;
 pub mod pinned_namespaces;
@@ -260,13 +261,15 @@ pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
 pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     let c = load(root, id)?;
     // runc's rlimit error before anything starts (rlimit_check).
-    if let Some(r) = rlimit_check::process_file_rlimits(&o.process) {
-        rlimit_check::check_with(&r, &rlimit_check::Host::current()).map_err(|e| {
-            EngineError::Lib(LibcontainerError::Other(format!(
-                "unable to start container process: {e}"
-            )))
-        })?;
-    }
+    let rlimits = rlimit_check::process_file_rlimits(&o.process).unwrap_or_default();
+    rlimit_check::check_with(&rlimits, &rlimit_check::Host::current()).map_err(|e| {
+        EngineError::Lib(LibcontainerError::Other(format!(
+            "unable to start container process: {e}"
+        )))
+    })?;
+    // Raised while siloc is still in the host's user namespace; libcontainer sets the
+    // limits inside the container's (rlimit_check::RaisedHard).
+    let _raised = rlimit_check::RaisedHard::raise(&rlimits);
     // Before joining the user namespace: the lock is on a dir of the host's root.
     let building = crate::engine::exec_sockets::Building::enter(&container_dir(root, id))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;

@@ -10,9 +10,12 @@
 //! setns(2) wants CAP_SYS_ADMIN over the user namespace that owns the namespace
 //! joined (setns(2), user_namespaces(7) "Capabilities"), which a process inside a
 //! child user namespace never has over a namespace of its parent's: the create
-//! failed with a bare `EPERM`. runc joins the namespaces it can before it enters the
-//! user namespace (libcontainer/nsenter/nsexec.c, `join_namespaces`), so the joined
-//! network namespace simply stays.
+//! failed with a bare `EPERM`. runc joins the namespaces given by path before it
+//! creates a new user namespace (libcontainer/nsenter/nsexec.c, `join_namespaces`
+//! before `unshare(CLONE_NEWUSER)`), and since 1.3 also before it joins one by path
+//! (a two-stage join; 1.1.5 joins the user namespace first and fails with `failed to
+//! setns into net namespace: Operation not permitted`), so the joined network
+//! namespace simply stays.
 //!
 //! siloc does what runc does, on top of libcontainer: [`take`] removes each such
 //! `network`, `ipc`, `uts` or `cgroup` entry from the spec libcontainer gets, and
@@ -21,8 +24,10 @@
 //! namespaces when libcontainer is done ([`Entered`]'s drop). `siloc exec` joins them
 //! the same way before it enters the container's user namespace
 //! ([`join_for_exec`]). `pid`, `mount` and `time` namespaces owned outside the
-//! container's user namespace are refused with an error naming the path (Kubernetes
-//! gives none such to a user-namespaced pod).
+//! container's user namespace are refused: engine::ns_owner first, with runc 1.1.5's
+//! errors for the cases runc fails too (a proc mount, a joined user namespace), then
+//! [`take`] with an error naming the path (Kubernetes gives none such to a
+//! user-namespaced pod).
 //!
 //! Consequence, as under runc: a container whose network namespace its user
 //! namespace does not own cannot mount sysfs (the kernel wants CAP_SYS_ADMIN over the

@@ -14,6 +14,20 @@
 //! raising a hard limit above the runtime's own needs CAP_SYS_RESOURCE in the initial
 //! user namespace (`capable()`: a container's user namespace does not help); and
 //! RLIMIT_NOFILE above `fs.nr_open` is EPERM for everyone.
+//!
+//! With a user namespace (new or joined by path) libcontainer's intermediate process
+//! calls setrlimit(2) only after it has entered it (`container_intermediate_process`:
+//! `setup_userns`, then `set_rlimit`; `siloc exec` joins the container's user
+//! namespace itself before libcontainer forks), where it never holds CAP_SYS_RESOURCE
+//! in the initial user namespace: raising a hard limit failed with EPERM even for a
+//! runtime that has it, while runc, which sets the limits from outside, succeeds. So
+//! siloc raises its own hard limits to the spec's first ([`RaisedHard`], in the
+//! initial user namespace, with the runtime's CAP_SYS_RESOURCE); libcontainer's
+//! processes inherit them, and their setrlimit only lowers or keeps a hard limit,
+//! which needs no capability. Then a create or exec succeeds exactly when [`check`]
+//! passes, with a user namespace or without (tests/it/process_setup.rs on this host,
+//! which has no CAP_SYS_RESOURCE; integration/vm/t/10-rlimit-userns.sh where root has
+//! it).
 
 use oci_spec::runtime::{PosixRlimit, PosixRlimitType};
 
@@ -123,6 +137,68 @@ pub fn check(process: Option<&oci_spec::runtime::Process>) -> Result<(), RlimitE
     }
 }
 
+/// The runtime process's own hard limits raised to those of a spec's rlimits that are
+/// higher (soft limits kept), so that processes forked from it, which set the spec's
+/// limits from inside the container's user namespace, need not raise them (see the
+/// module doc). Dropping it restores the limits it changed (lowering a hard limit
+/// needs no capability). A raise the kernel refuses (no CAP_SYS_RESOURCE, RLIMIT_NOFILE
+/// above `fs.nr_open`) is skipped: [`check`] has refused those already.
+#[derive(Debug, Default)]
+pub struct RaisedHard {
+    saved: Vec<(u32, libc::rlimit)>,
+}
+
+impl RaisedHard {
+    /// Raises this process's hard limits where `rlimits` ask for more.
+    pub fn raise(rlimits: &[PosixRlimit]) -> RaisedHard {
+        let mut saved: Vec<(u32, libc::rlimit)> = Vec::new();
+        for r in rlimits {
+            let typ = number(r.typ());
+            let mut own = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes one struct rlimit we own.
+            if unsafe { libc::getrlimit(typ, &mut own) } != 0 || r.hard() <= own.rlim_max {
+                continue;
+            }
+            let raised = libc::rlimit {
+                rlim_cur: own.rlim_cur,
+                rlim_max: r.hard(),
+            };
+            // SAFETY: setrlimit reads one struct rlimit we own.
+            if unsafe { libc::setrlimit(typ, &raised) } == 0 {
+                if !saved.iter().any(|(t, _)| *t == typ) {
+                    saved.push((typ, own));
+                }
+            } else {
+                tracing::debug!(
+                    target: "siloc",
+                    "raise own hard limit of rlimit type {typ} to {}: {}",
+                    r.hard(),
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        RaisedHard { saved }
+    }
+}
+
+impl Drop for RaisedHard {
+    fn drop(&mut self) {
+        for (typ, own) in self.saved.drain(..).rev() {
+            // SAFETY: setrlimit reads one struct rlimit we own.
+            if unsafe { libc::setrlimit(typ, &own) } != 0 {
+                tracing::warn!(
+                    target: "siloc",
+                    "restore own rlimit type {typ}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
 /// The `rlimits` of `exec --process` file `path`; `None` when it has none or cannot be
 /// read (libcontainer reports that file itself).
 pub fn process_file_rlimits(path: &std::path::Path) -> Option<Vec<PosixRlimit>> {
@@ -167,6 +243,29 @@ mod tests {
             limit(PosixRlimitType::RlimitCore, 0, 0),
         ];
         assert_eq!(check_with(&low, &host(false)), Ok(()));
+    }
+
+    #[test]
+    fn own_hard_limits_are_raised_only_where_asked_and_restored() {
+        let own = own_hard(libc::RLIMIT_CORE).unwrap();
+        // Lower or equal: nothing to raise, nothing changed or restored.
+        let same = [limit(PosixRlimitType::RlimitCore, 0, own)];
+        let r = RaisedHard::raise(&same);
+        assert!(r.saved.is_empty());
+        drop(r);
+        assert_eq!(own_hard(libc::RLIMIT_CORE), Some(own));
+        if own != libc::RLIM_INFINITY {
+            // Above: raised with CAP_SYS_RESOURCE, else left; the original comes back.
+            let more = [limit(PosixRlimitType::RlimitCore, 0, own + 1)];
+            let r = RaisedHard::raise(&more);
+            let cap = Host::current().sys_resource;
+            assert_eq!(
+                own_hard(libc::RLIMIT_CORE),
+                Some(if cap { own + 1 } else { own })
+            );
+            drop(r);
+            assert_eq!(own_hard(libc::RLIMIT_CORE), Some(own));
+        }
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub enum LifecycleError {
     #[error(transparent)]
     PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
     #[error(transparent)]
+    NsOwner(Box<crate::engine::ns_owner::NsOwnerError>),
+    #[error(transparent)]
     PinnedNs(#[from] crate::engine::pinned_namespaces::PinnedNsError),
     #[error(transparent)]
     Cwd(#[from] crate::engine::cwd::CwdError),
@@ -214,6 +216,10 @@ fn create_prepared(
     // libcontainer 0.7 joins namespaces given by path from inside the user namespace;
     // those the container's user namespace does not own (a pod's network namespace)
     // siloc joins itself, for the container to inherit (engine::outer_namespaces).
+    // Namespaces the container's user namespace does not own, which runc 1.1.5 cannot
+    // use either: its errors, before libcontainer's bare ones (engine::ns_owner).
+    crate::engine::outer_namespaces::check_types(&spec).map_err(EngineError::from)?;
+    crate::engine::ns_owner::check(&spec).map_err(|e| LifecycleError::NsOwner(Box::new(e)))?;
     let outer = crate::engine::outer_namespaces::take(&mut spec).map_err(EngineError::from)?;
     final_spec::note_outer_namespaces(&mut spec, &outer)?;
     let outer_sysctls = crate::engine::outer_namespaces::take_sysctls(&mut spec, &outer);
@@ -318,7 +324,16 @@ fn create_prepared(
     entered
         .write_sysctls(&outer_sysctls)
         .map_err(EngineError::from)?;
+    // libcontainer sets the rlimits inside the user namespace, where it cannot raise a
+    // hard limit: siloc raises its own first (engine::rlimit_check::RaisedHard).
+    let raised = crate::engine::rlimit_check::RaisedHard::raise(
+        spec.process()
+            .as_ref()
+            .and_then(|p| p.rlimits().as_deref())
+            .unwrap_or_default(),
+    );
     let built = engine::build_init(builder, &spec_dir, &req.init);
+    drop(raised);
     drop(entered);
     let forked_within = handoff.finish();
     tracing::debug!(forked_within, "cgroup handoff done");

@@ -30,3 +30,18 @@ pub(crate) fn ns_type(ns: &File) -> Result<libc::c_int, nix::Error> {
     }
     Ok(t)
 }
+
+/// The parent of the user namespace `userns` refers to (`NS_GET_PARENT`, Linux 4.9),
+/// as an open file. Errors: the ioctl's errno (EPERM for the initial user namespace
+/// or a parent outside the caller's user namespace, EINVAL when `userns` is no
+/// user namespace file).
+pub(crate) fn parent_userns(userns: &File) -> Result<File, nix::Error> {
+    // SAFETY: NS_GET_PARENT takes no argument and returns a new fd or -1; `userns` is
+    // an open file for the whole call.
+    let fd = unsafe { libc::ioctl(userns.as_raw_fd(), libc::NS_GET_PARENT) };
+    if fd < 0 {
+        return Err(nix::Error::last());
+    }
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}

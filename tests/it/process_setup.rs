@@ -517,3 +517,99 @@ fn an_rlimit_the_runtime_cannot_set_fails_in_runcs_words() {
     let pids: Vec<i64> = serde_json::from_str(&ps).unwrap();
     assert_eq!(pids.len(), 1, "{ps}");
 }
+
+/// process.rlimits in containers with a user namespace, new and joined by path: the
+/// create succeeds exactly when the kernel lets the runtime set the limit.
+/// libcontainer sets it from inside the user namespace, so siloc raises its own hard
+/// limit first where it may (engine::rlimit_check::RaisedHard; a host with
+/// CAP_SYS_RESOURCE is checked in integration/vm/t/10-rlimit-userns.sh). A lowered
+/// limit applies; a raised one applies with CAP_SYS_RESOURCE and is refused in runc's
+/// words without it, leaving nothing.
+#[test]
+fn rlimits_under_a_user_namespace_as_the_kernel_allows() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut own = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills one struct we own.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut own) }, 0);
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let raised = own.rlim_max + 1;
+    assert!(
+        raised <= nr_open,
+        "own hard limit {} at fs.nr_open",
+        own.rlim_max
+    );
+    let mut x = env.bundle("x", &["sleep", "1000"]);
+    x.annotate("io.siloc.userns", "auto");
+    let xid = env.id("x");
+    let c = Container::start(&env, &x, &xid);
+    let xpid = env.state(&xid)["pid"].as_i64().unwrap();
+    let range = env.state(&xid)["annotations"]["io.siloc.userns.range"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let xuid: u64 = range
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("uid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    for joined in [false, true] {
+        for hard in [512, raised] {
+            let name = format!("{}{hard}", if joined { "j" } else { "n" });
+            let mut b = env.bundle(&name, &["sh", "-c", "ulimit -Hn"]);
+            b.edit(|s| {
+                s["process"]["rlimits"] =
+                    json!([{"type": "RLIMIT_NOFILE", "soft": 256, "hard": hard}]);
+                if joined {
+                    let ns = s["linux"]["namespaces"].as_array_mut().unwrap();
+                    ns.retain(|n| n["type"] != "user");
+                    ns.push(json!({"type": "user", "path": format!("/proc/{xpid}/ns/user")}));
+                    let m = json!([{"containerID": 0, "hostID": xuid, "size": 65536}]);
+                    s["linux"]["uidMappings"] = m.clone();
+                    s["linux"]["gidMappings"] = m;
+                }
+            });
+            if !joined {
+                b.annotate("io.siloc.userns", "auto");
+            }
+            let id = env.id(&name);
+            let o = env.siloc(&["run", "--bundle", b.path(), &id]);
+            let (out, err) = (
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+            );
+            if hard == 512 || has_sys_resource() {
+                assert!(o.status.success(), "{name}: {err}");
+                assert_eq!(out.trim(), hard.to_string(), "{name}: {err}");
+            } else {
+                assert!(!o.status.success(), "{name}: {out}");
+                assert!(
+                    err.contains(
+                        "unable to start container process: error during container init: error \
+                         setting rlimits for ready process: error setting rlimit type 7: \
+                         operation not permitted"
+                    ),
+                    "{name}: {err}"
+                );
+            }
+            // X still runs: nothing of this one is left.
+            let left: Vec<String> = env
+                .leftovers()
+                .into_iter()
+                .filter(|l| l.contains(&id))
+                .collect();
+            assert!(left.is_empty(), "{name}: {left:?}");
+            assert!(common::traces_of(&id).is_empty(), "{name}");
+        }
+    }
+    drop(c);
+    env.assert_no_trace(&xid);
+}
