@@ -635,7 +635,8 @@ fn a_created_init_is_alone_in_its_extra_cgroups_before_start() {
 fn a_create_failing_after_joining_the_extra_cgroups_leaves_none() {
     needs_v1!();
     let env = TestEnv::new();
-    let cases: [(&str, fn(&mut Value), &str); 2] = [
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &str); 2] = [
         (
             "tty",
             |s| s["process"]["terminal"] = Value::Bool(true),
