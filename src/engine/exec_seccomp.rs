@@ -8,11 +8,21 @@
 //! "Seccomp": the filter applies to the container's processes).
 //!
 //! [`Filtered`] is the exec executor: it installs the container's filter right before
-//! the program is exec'd, the point libcontainer uses for a filter under
-//! `noNewPrivileges`. By then libcontainer has dropped the process's capabilities, and
-//! the kernel loads a filter without no_new_privs only for a caller with
-//! CAP_SYS_ADMIN (seccomp(2)); a process without it gets no_new_privs first, with a
-//! warning in siloc's log.
+//! the program is exec'd. By then libcontainer has dropped the process's capabilities,
+//! and the kernel loads a filter without no_new_privs only for a caller with
+//! CAP_SYS_ADMIN in its user namespace (seccomp(2)). runc loads the filter of a
+//! process without `noNewPrivileges` before it drops the capabilities, so an exec'd
+//! process keeps no_new_privs off (runc 1.1.5 setns_init_linux.go: `InitSeccomp`
+//! before `finalizeNamespace`; `kubectl exec` into a pod with the RuntimeDefault
+//! profile and no `allowPrivilegeEscalation: false`). siloc gets the same result on
+//! top of libcontainer ([`admin_copy`], [`LoadCaps`]): the `--process` file
+//! libcontainer reads lists CAP_SYS_ADMIN in its effective (and permitted) set when
+//! the process has the filter, no `noNewPrivileges: true` and no CAP_SYS_ADMIN of its
+//! own; the executor loads the filter with it and drops it again before the program
+//! runs, which then holds exactly the file's capabilities, no_new_privs off. As in
+//! runc, that drop (capset(2)) happens under the filter. A process that still lacks
+//! CAP_SYS_ADMIN when the filter loads (none expected) gets no_new_privs first, with a
+//! warning in siloc's log, rather than no filter.
 //!
 //! A profile with `SCMP_ACT_NOTIFY` gives the exec'd process a listener fd, which goes
 //! to the seccomp agent at `listenerPath` as runc hands it over (runtime-spec
@@ -32,7 +42,7 @@ use std::collections::HashMap;
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use libcontainer::workload::{
@@ -64,6 +74,85 @@ pub enum ExecSeccompError {
     NoFd,
     #[error("exec: seccomp state for the agent: {0}")]
     State(String),
+    /// The `--process` file (or siloc's copy of it) for [`admin_copy`].
+    #[error("--process {path}: {msg}")]
+    ProcessFile { path: PathBuf, msg: String },
+}
+
+/// The capability siloc lends an exec'd process for loading its filter.
+const ADMIN: &str = "CAP_SYS_ADMIN";
+
+/// Which of an exec'd process's capability sets siloc added CAP_SYS_ADMIN to, so that
+/// its filter loads without no_new_privs (module doc); [`Filtered`] drops it from
+/// these sets again once the filter is loaded. All `false`: nothing was added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadCaps {
+    /// Added to `capabilities.effective`.
+    pub effective: bool,
+    /// Added to `capabilities.permitted`.
+    pub permitted: bool,
+}
+
+/// The process JSON `p` (runtime-spec config.md "process") with CAP_SYS_ADMIN added
+/// where the module doc says, and what was added; `None` when nothing needs adding:
+/// `noNewPrivileges: true` (libcontainer sets no_new_privs, the filter loads without
+/// the capability, as runc loads it then), no `capabilities` (libcontainer drops
+/// nothing, so the process keeps the runtime's), no `effective` list (libcontainer
+/// keeps the permitted set effective), or CAP_SYS_ADMIN already effective.
+pub fn with_admin(p: &serde_json::Value) -> Option<(serde_json::Value, LoadCaps)> {
+    if p.get("noNewPrivileges") == Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    let caps = p.get("capabilities")?.as_object()?;
+    let lacks = |set: &str| {
+        caps.get(set)
+            .and_then(|v| v.as_array())
+            .is_some_and(|l| !l.iter().any(|c| c.as_str() == Some(ADMIN)))
+    };
+    if !lacks("effective") {
+        return None;
+    }
+    let added = LoadCaps {
+        effective: true,
+        permitted: lacks("permitted"),
+    };
+    let mut out = p.clone();
+    for (set, add) in [
+        ("effective", added.effective),
+        ("permitted", added.permitted),
+    ] {
+        if let Some(l) = out["capabilities"][set].as_array_mut()
+            && add
+        {
+            l.push(serde_json::Value::String(ADMIN.into()));
+        }
+    }
+    Some((out, added))
+}
+
+/// A copy of process file `path` in `dir` made by [`with_admin`], and what it added;
+/// `None` when the file can be used as it is. Call only for a container with a
+/// filter. The caller removes the copy.
+///
+/// Errors: [`ExecSeccompError::ProcessFile`] when the file cannot be read or parsed,
+/// or the copy cannot be written.
+pub fn admin_copy(
+    path: &Path,
+    dir: &Path,
+) -> Result<Option<(PathBuf, LoadCaps)>, ExecSeccompError> {
+    let err = |msg: String| ExecSeccompError::ProcessFile {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let text = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| err(e.to_string()))?;
+    let Some((out, added)) = with_admin(&v) else {
+        return Ok(None);
+    };
+    let copy = dir.join(format!("siloc-exec-seccomp-{}.json", std::process::id()));
+    let body = serde_json::to_vec(&out).map_err(|e| err(e.to_string()))?;
+    crate::sys::fs::write_atomic(&copy, &body).map_err(|e| err(e.to_string()))?;
+    Ok(Some((copy, added)))
 }
 
 /// The container's filter for an exec'd process: `None` without `linux.seccomp`.
@@ -222,12 +311,14 @@ pub fn running_state(
         .map_err(|e| ExecSeccompError::State(e.to_string()))
 }
 
-/// siloc's executor ([`super::procname::Named`]) that installs `seccomp` last and
-/// sends a notify profile's listener fd on `agent_fd` ([`AgentHandOver::child_fd`]).
+/// siloc's executor ([`super::procname::Named`]) that installs `seccomp` last, sends
+/// a notify profile's listener fd on `agent_fd` ([`AgentHandOver::child_fd`]), then
+/// drops the CAP_SYS_ADMIN [`admin_copy`] lent it (`lent`).
 #[derive(Clone)]
 pub struct Filtered {
     pub seccomp: Option<LinuxSeccomp>,
     pub agent_fd: Option<RawFd>,
+    pub lent: LoadCaps,
 }
 
 impl Executor for Filtered {
@@ -235,6 +326,7 @@ impl Executor for Filtered {
         if let Some(s) = &self.seccomp {
             install(s, self.agent_fd).map_err(ExecutorError::Other)?;
         }
+        give_back(self.lent).map_err(ExecutorError::Other)?;
         super::procname::Named.exec(spec)
     }
 
@@ -296,6 +388,25 @@ fn install(s: &LinuxSeccomp, agent_fd: Option<RawFd>) -> Result<(), String> {
     }
 }
 
+/// Drops CAP_SYS_ADMIN from the sets `lent` names (effective first: capset(2) wants
+/// the effective set inside the permitted one).
+///
+/// Errors: capset(2) refused, naming the set; the exec then fails rather than run the
+/// program with a capability its process file does not give.
+fn give_back(lent: LoadCaps) -> Result<(), String> {
+    for (set, name, on) in [
+        (caps::CapSet::Effective, "effective", lent.effective),
+        (caps::CapSet::Permitted, "permitted", lent.permitted),
+    ] {
+        if on {
+            caps::drop(None, set, caps::Capability::CAP_SYS_ADMIN).map_err(|e| {
+                format!("exec: drop CAP_SYS_ADMIN (lent for the seccomp filter) from the {name} set: {e}")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,5 +440,63 @@ mod tests {
             "root": {"path": "rootfs"}, "linux": {}}))
         .unwrap();
         assert!(check(&none).is_none());
+    }
+
+    #[test]
+    fn sys_admin_is_lent_only_where_missing() {
+        let p = |v: serde_json::Value| {
+            let mut base = serde_json::json!({"args": ["sh"], "cwd": "/"});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            base
+        };
+        let three = serde_json::json!(["CAP_KILL", "CAP_AUDIT_WRITE", "CAP_NET_BIND_SERVICE"]);
+        let caps = serde_json::json!({"bounding": three, "effective": three, "permitted": three});
+        for nnp in [serde_json::json!(false), serde_json::Value::Null] {
+            let mut v = p(serde_json::json!({"capabilities": caps}));
+            if !nnp.is_null() {
+                v["noNewPrivileges"] = nnp;
+            }
+            let (out, lent) = with_admin(&v).unwrap();
+            assert_eq!(
+                lent,
+                LoadCaps {
+                    effective: true,
+                    permitted: true
+                }
+            );
+            for set in ["effective", "permitted"] {
+                assert_eq!(out["capabilities"][set].as_array().unwrap().len(), 4);
+                assert_eq!(out["capabilities"][set][3], ADMIN);
+            }
+            // bounding is left as it is: the kernel does not check it for capset(2).
+            assert_eq!(out["capabilities"]["bounding"], three);
+        }
+        // no_new_privs requested, no capabilities, no effective list, already there.
+        let mut nnp = p(serde_json::json!({"capabilities": caps}));
+        nnp["noNewPrivileges"] = serde_json::json!(true);
+        assert!(with_admin(&nnp).is_none());
+        assert!(with_admin(&p(serde_json::json!({}))).is_none());
+        assert!(
+            with_admin(&p(
+                serde_json::json!({"capabilities": {"permitted": three}})
+            ))
+            .is_none()
+        );
+        let admin = serde_json::json!(["CAP_SYS_ADMIN"]);
+        let has = p(serde_json::json!({"capabilities": {"effective": admin, "permitted": admin}}));
+        assert!(with_admin(&has).is_none());
+        // only effective lacks it: only effective gets it.
+        let half = p(serde_json::json!({"capabilities": {"effective": three, "permitted": admin}}));
+        let (out, lent) = with_admin(&half).unwrap();
+        assert_eq!(
+            lent,
+            LoadCaps {
+                effective: true,
+                permitted: false
+            }
+        );
+        assert_eq!(out["capabilities"]["permitted"], admin);
     }
 }

@@ -327,6 +327,21 @@ fn exec_built(
             .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?,
         None => None,
     };
+    // Under a filter and without no_new_privs, the process gets CAP_SYS_ADMIN until
+    // its filter is loaded, as runc loads it before the caps drop (exec_seccomp).
+    let lent = match &seccomp {
+        Some(_) => exec_seccomp::admin_copy(&o.process, &container_dir(root, id))
+            .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?,
+        None => None,
+    };
+    let _lent_file = lent.as_ref().map(|(p, _)| RemoveOnDrop(p.clone()));
+    let o = match &lent {
+        Some((p, _)) => ExecOptions {
+            process: p.clone(),
+            ..o
+        },
+        None => o,
+    };
     // runc execs into a created container too; libcontainer's builder is shown a
     // view of it as running (exec_created), made before joining the user namespace.
     let view = if c.status() == ContainerStatus::Created {
@@ -365,6 +380,7 @@ fn exec_built(
         .with_executor(exec_seccomp::Filtered {
             seccomp,
             agent_fd: agent.as_ref().map(|a| a.child_fd()),
+            lent: lent.as_ref().map(|(_, l)| *l).unwrap_or_default(),
         })
         .as_tenant()
         .with_detach(o.detach)
@@ -398,6 +414,15 @@ fn exec_built(
         return Err(e);
     }
     Ok(pid)
+}
+
+/// A file siloc made for one call (a `--process` copy), removed when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// runc's lowercase status word.

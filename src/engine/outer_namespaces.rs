@@ -72,6 +72,12 @@ pub enum OuterNsError {
         path: PathBuf,
         found: String,
     },
+    /// runc's text (standard_init_linux.go, writeSystemProperty): no root of a user
+    /// namespace may write a UTS sysctl ([`check_user_ns_sysctls`]).
+    #[error(
+        "unable to start container process: error during container init: open /proc/sys/{path}: permission denied"
+    )]
+    UtsSysctlInUserNs { path: String },
     #[error("linux.sysctl {key}: write {value:?} in the container's namespace: {msg}")]
     Sysctl {
         key: String,
@@ -315,6 +321,55 @@ pub fn take_sysctls(spec: &mut Spec, outer: &[Outer]) -> Vec<(String, String)> {
     taken
 }
 
+/// Refuses `kernel.domainname` in `linux.sysctl` of a container with its own user
+/// namespace (new, or a path to one other than the caller's), in runc's words, before
+/// anything is made. The kernel's UTS sysctls have no per-namespace owner
+/// (kernel/utsname_sysctl.c): /proc/sys/kernel/domainname is writable by the host's
+/// root only, never by the root of a user namespace, whoever owns the UTS namespace;
+/// runc 1.1.5 writes it from the container's init and fails with EACCES, and siloc
+/// would fail later with libcontainer's bare "open subpath in procfs failed" (or, for
+/// a UTS namespace given by path, write it as the host's root, which runc never does).
+///
+/// Errors: [`OuterNsError::UtsSysctlInUserNs`] naming the /proc/sys path runc opens.
+pub fn check_user_ns_sysctls(spec: &Spec) -> Result<(), OuterNsError> {
+    let Some(linux) = spec.linux().as_ref() else {
+        return Ok(());
+    };
+    let Some(key) = linux
+        .sysctl()
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| sysctl_of(k, LinuxNamespaceType::Uts))
+    else {
+        return Ok(());
+    };
+    let own_user_ns = linux
+        .namespaces()
+        .iter()
+        .flatten()
+        .find(|n| n.typ() == LinuxNamespaceType::User)
+        .is_some_and(|n| match n.path() {
+            None => true,
+            Some(p) => !same_ns(p, Path::new("/proc/self/ns/user")),
+        });
+    if !own_user_ns {
+        return Ok(());
+    }
+    Err(OuterNsError::UtsSysctlInUserNs {
+        path: key.replace('.', "/"),
+    })
+}
+
+/// Whether namespace files `a` and `b` are the same namespace (device and inode);
+/// `false` when either cannot be read.
+fn same_ns(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
 /// The value of `io.siloc.namespaces.inherited`: `network=/var/run/netns/x ipc=...`.
 pub fn describe(outer: &[Outer]) -> String {
     outer
@@ -546,6 +601,36 @@ mod tests {
             describe(&taken),
             "network=/proc/self/ns/net uts=/proc/self/ns/uts"
         );
+    }
+
+    #[test]
+    fn domainname_is_refused_in_a_user_namespace_in_runcs_words() {
+        let spec = |ns: &str, key: &str| -> Spec {
+            serde_json::from_str(&format!(
+                r#"{{"ociVersion":"1.0.2","linux":{{"namespaces":[{{"type":"uts"}}{ns}],
+                "sysctl":{{"{key}":"example.org"}}}}}}"#
+            ))
+            .unwrap()
+        };
+        let e = check_user_ns_sysctls(&spec(r#",{"type":"user"}"#, "kernel.domainname"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "unable to start container process: error during container init: open \
+             /proc/sys/kernel/domainname: permission denied"
+        );
+        let e = check_user_ns_sysctls(&spec(r#",{"type":"user"}"#, "kernel/domainname"));
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("/proc/sys/kernel/domainname:")
+        );
+        // no user namespace, the caller's own, or another sysctl: nothing to refuse
+        check_user_ns_sysctls(&spec("", "kernel.domainname")).unwrap();
+        let own = r#",{"type":"user","path":"/proc/self/ns/user"}"#;
+        check_user_ns_sysctls(&spec(own, "kernel.domainname")).unwrap();
+        check_user_ns_sysctls(&spec(r#",{"type":"user"}"#, "kernel.shmmax")).unwrap();
     }
 
     #[test]

@@ -213,6 +213,8 @@ fn create_prepared(
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    // runc's error for a UTS sysctl no user namespace's root may write.
+    crate::engine::outer_namespaces::check_user_ns_sysctls(&spec).map_err(EngineError::from)?;
     // libcontainer 0.7 joins namespaces given by path from inside the user namespace;
     // those the container's user namespace does not own (a pod's network namespace)
     // siloc joins itself, for the container to inherit (engine::outer_namespaces).

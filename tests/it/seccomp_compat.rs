@@ -347,7 +347,7 @@ fn exec_d_processes_run_under_the_containers_filter() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Operation not permitted"), "root exec: {out}");
     assert!(out.contains("Seccomp:\t2"), "root exec: {out}");
-    // A user without CAP_SYS_ADMIN: the filter still loads (with no_new_privs).
+    // A user without CAP_SYS_ADMIN: the filter still loads (no_new_privs stays off).
     let o = env.siloc(&["exec", "--user", "1000", &c.id, "sh", "-c", script]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -356,4 +356,120 @@ fn exec_d_processes_run_under_the_containers_filter() {
         "uid 1000 exec: {out}"
     );
     assert!(out.contains("Seccomp:\t2"), "uid 1000 exec: {out}");
+}
+
+/// `field:` values of /proc/`pid`/status (`self` for the reading process).
+fn status_fields(text: &str) -> std::collections::HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// no_new_privs of the init and of exec'd processes under a filter, as runc 1.1.5
+/// sets it (measured side by side on this host, setns_init_linux.go and
+/// standard_init_linux.go: the filter of a process without no_new_privs is loaded
+/// before the caps drop): the spec's `noNewPrivileges` for the init and for an exec
+/// from the command line, the `--process` file's (absent is false) for one from a
+/// file; the filter in force (Seccomp 2, mkdir refused) and the capabilities the
+/// process was given, CAP_SYS_ADMIN not among them. Also in a container with its
+/// own user namespace (`io.siloc.userns=auto`, a user-namespaced pod). Before:
+/// every exec'd process got NoNewPrivs 1 (the filter loaded after the caps drop,
+/// without CAP_SYS_ADMIN).
+#[test]
+fn no_new_privs_of_init_and_exec_follow_the_spec_as_in_runc() {
+    needs_root!();
+    let env = TestEnv::new();
+    let probe = "grep -E '^(NoNewPrivs|Seccomp|CapEff|CapPrm|CapBnd):' /proc/self/status; \
+                 mkdir /tmp/m 2>&1";
+    let cases = [
+        (Some(false), false),
+        (Some(true), false),
+        (None, false),
+        (Some(false), true),
+    ];
+    for (i, (nnp, userns)) in cases.into_iter().enumerate() {
+        let mut b = env.bundle(&format!("b{i}"), &["sleep", "1000"]);
+        b.edit(|s| {
+            s["root"]["readonly"] = Value::Bool(false);
+            match nnp {
+                Some(v) => s["process"]["noNewPrivileges"] = Value::Bool(v),
+                None => {
+                    s["process"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("noNewPrivileges");
+                }
+            }
+            s["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                              "errnoRet": 1}]});
+        });
+        if userns {
+            b.annotate("io.siloc.userns", "auto");
+        }
+        let what = format!("noNewPrivileges {nnp:?}, userns {userns}");
+        let c = common::Container::start(&env, &b, &env.id(&format!("nnp{i}")));
+        let pid = env.state(&c.id)["pid"].as_i64().unwrap();
+        let init = status_fields(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap());
+        let spec_nnp = if nnp == Some(true) { "1" } else { "0" };
+        assert_eq!(init["NoNewPrivs"], spec_nnp, "init, {what}");
+        assert_eq!(init["Seccomp"], "2", "init, {what}");
+        let check = |how: &str, args: &[&str], want_nnp: &str, want_eff: &str| {
+            let mut a = vec!["exec"];
+            a.extend_from_slice(args);
+            let o = env.siloc(&a);
+            let out = String::from_utf8_lossy(&o.stdout);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                out.contains("Operation not permitted"),
+                "{how}, {what}: {out} {err}"
+            );
+            let f = status_fields(&out);
+            assert_eq!(f["NoNewPrivs"], want_nnp, "{how}, {what}: {out}");
+            assert!(!err.contains("no_new_privs"), "{how}, {what}: {err}");
+            assert_eq!(f["Seccomp"], "2", "{how}, {what}: {out}");
+            assert_eq!(f["CapEff"], want_eff, "{how}, {what}: {out}");
+            assert_eq!(f["CapPrm"], want_eff, "{how}, {what}: {out}");
+            assert_eq!(f["CapBnd"], init["CapBnd"], "{how}, {what}: {out}");
+        };
+        let eff = init["CapEff"].as_str();
+        check("exec", &[&c.id, "sh", "-c", probe], spec_nnp, eff);
+        check(
+            "exec --user 1000",
+            &["--user", "1000", &c.id, "sh", "-c", probe],
+            spec_nnp,
+            "0000000000000000",
+        );
+        for file_nnp in [Some(false), Some(true), None] {
+            let mut p = b.spec["process"].clone();
+            p["args"] = json!(["sh", "-c", probe]);
+            match file_nnp {
+                Some(v) => p["noNewPrivileges"] = Value::Bool(v),
+                None => {
+                    p.as_object_mut().unwrap().remove("noNewPrivileges");
+                }
+            }
+            let path = env.dir.path().join(format!("process{i}.json"));
+            std::fs::write(&path, p.to_string()).unwrap();
+            let want = if file_nnp == Some(true) { "1" } else { "0" };
+            let how = format!("exec --process (noNewPrivileges {file_nnp:?})");
+            check(
+                &how,
+                &["--process", path.to_str().unwrap(), &c.id],
+                want,
+                eff,
+            );
+            // siloc's copies of the file are gone.
+            let left: Vec<_> = std::fs::read_dir(env.root.join(&c.id))
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with("siloc-exec"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(left.is_empty(), "{how}, {what}: {left:?}");
+        }
+    }
 }
