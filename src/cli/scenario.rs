@@ -19,7 +19,7 @@ pub(crate) enum ScenarioCommand {
 pub(crate) struct RunArgs {
     /// Scenario file (TOML); default: the built-in scenario
     pub(crate) file: Option<PathBuf>,
-    /// Apply the scenario's [quick] table: a few minutes instead of hours
+    /// Apply the scenario's [quick] table: about 15 minutes instead of hours
     #[arg(long)]
     pub(crate) quick: bool,
     /// Output directory [default: ./siloc-scenario-<UTC time>]
