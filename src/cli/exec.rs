@@ -251,7 +251,7 @@ pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
         .mode(0o600)
         .open(&path)
         .map_err(|e| anyhow::anyhow!("exec: {}: {e}", path.display()))?;
-    let file = generated.insert(RemoveOnDrop(path));
+    let file = generated.insert(RemoveOnDrop::new(path)?);
     f.write_all(&serde_json::to_vec(&doc)?)
         .map_err(|e| anyhow::anyhow!("exec: {}: {e}", file.0.display()))?;
     drop(f);
@@ -262,12 +262,32 @@ pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     result
 }
 
-/// Removes the file when dropped.
-struct RemoveOnDrop(PathBuf);
+/// Removes the file when dropped, through its directory opened at creation: the
+/// drop runs after the exec joined the container's user namespace, where the state
+/// root's path may not be searchable (engine::exec_view).
+struct RemoveOnDrop(PathBuf, std::fs::File);
+
+impl RemoveOnDrop {
+    fn new(path: PathBuf) -> anyhow::Result<RemoveOnDrop> {
+        let parent = path.parent().unwrap_or(std::path::Path::new("/"));
+        match std::fs::File::open(parent) {
+            Ok(dir) => Ok(RemoveOnDrop(path, dir)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(anyhow::anyhow!("exec: {}: {e}", parent.display()))
+            }
+        }
+    }
+}
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        use std::os::fd::AsRawFd;
+        let Some(name) = self.0.file_name() else {
+            return;
+        };
+        let at = PathBuf::from(format!("/proc/self/fd/{}", self.1.as_raw_fd())).join(name);
+        let _ = std::fs::remove_file(at);
     }
 }
 

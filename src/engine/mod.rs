@@ -10,6 +10,7 @@ pub mod exec_cgroup;
 pub mod exec_created;
 pub mod exec_seccomp;
 pub mod exec_sockets;
+pub mod exec_view;
 pub mod frozen_cgroup;
 pub mod hooks;
 pub mod idmapped_mounts;
@@ -211,6 +212,56 @@ pub fn ensure_pid_file(path: &Path, pid: Pid) -> Result<(), EngineError> {
     })
 }
 
+/// An exec's `--pid-file`, its directory opened before the user namespace is joined
+/// (a path the caller cannot search from inside it, engine::exec_view). libcontainer
+/// is not given the file: siloc writes it, as runc's createPidFile (fails the exec).
+struct PidFileAt {
+    path: PathBuf,
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::OsString,
+}
+
+impl PidFileAt {
+    /// Errors: [`EngineError::PidFile`] when the directory cannot be opened.
+    fn open(path: &Path) -> Result<PidFileAt, EngineError> {
+        let fail = |msg: String| EngineError::PidFile {
+            path: path.to_path_buf(),
+            msg,
+        };
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(fail("not a file path".into()));
+        };
+        let dir = nix::fcntl::open(
+            parent,
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        // SAFETY: a fresh fd open(2) returned, owned by nothing else.
+        .map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+        .map_err(|e| fail(format!("{}: {e}", parent.display())))?;
+        Ok(PidFileAt {
+            path: path.to_path_buf(),
+            dir,
+            name: name.to_os_string(),
+        })
+    }
+
+    /// Writes `pid` ([`ensure_pid_file`]); errors name the given path.
+    fn write(&self, pid: Pid) -> Result<(), EngineError> {
+        use std::os::fd::AsRawFd;
+        let at = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd())).join(&self.name);
+        ensure_pid_file(&at, pid).map_err(|e| match e {
+            EngineError::PidFile { msg, .. } => EngineError::PidFile {
+                path: self.path.clone(),
+                msg,
+            },
+            e => e,
+        })
+    }
+}
+
 /// What `exec` asks of libcontainer's tenant builder. siloc always hands it a whole
 /// process.json (runtime-spec "Process"), built from the command line as runc does.
 #[derive(Debug, Default)]
@@ -277,32 +328,36 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
     // seccomp filter too late (engine::seccomp_compat).
     let copy = seccomp_compat::exec_process_copy(&o.process, &container_dir(root, id))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
-    let o = match &copy {
-        Some(p) => ExecOptions {
-            process: p.clone(),
-            ..o
-        },
-        None => o,
+    // Read now: the record may not be searchable once the user namespace is joined.
+    let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json")).ok();
+    // Everything libcontainer reads goes into a view before the user namespace is
+    // joined (exec_view); the seccomp copy is then no longer needed.
+    let view = exec_view::View::make(root, id, copy.as_deref().unwrap_or(&o.process))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)));
+    if let Some(p) = &copy {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut view = view?;
+    let o = ExecOptions {
+        process: view.process(),
+        ..o
     };
     // Before the user namespace is joined: the caller moves between host cgroups.
     let r = exec_cgroup::Join::enter(c.pid().map(|p| p.as_raw()), &o.cgroup)
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))
         .and_then(|join| {
             let sub = join.sub_cgroup();
-            let pid = exec_built(root, id, &c, o, sub)?;
+            let pid = exec_built(root, id, &c, o, sub, &mut view)?;
             join.finish(pid.as_raw())
                 .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
             Ok(pid)
         });
-    if let Some(p) = copy {
-        let _ = std::fs::remove_file(p);
-    }
+    drop(view);
     // runc's words for a seccomp agent that is not listening (engine::seccomp_compat).
     let r = r.map_err(|e| {
         let msg = e.to_string();
-        oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
-            .ok()
-            .and_then(|spec| seccomp_compat::listener_error(&spec, &msg))
+        spec.as_ref()
+            .and_then(|spec| seccomp_compat::listener_error(spec, &msg))
             .map_or(e, |m| EngineError::Lib(LibcontainerError::Other(m)))
     });
     let removed = building.finish();
@@ -316,6 +371,7 @@ fn exec_built(
     c: &Container,
     o: ExecOptions,
     sub_cgroup: Option<String>,
+    view: &mut exec_view::View,
 ) -> Result<Pid, EngineError> {
     let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
@@ -334,24 +390,15 @@ fn exec_built(
             .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?,
         None => None,
     };
-    let _lent_file = lent.as_ref().map(|(p, _)| RemoveOnDrop(p.clone()));
-    let o = match &lent {
-        Some((p, _)) => ExecOptions {
-            process: p.clone(),
-            ..o
-        },
-        None => o,
-    };
-    // runc execs into a created container too; libcontainer's builder is shown a
-    // view of it as running (exec_created), made before joining the user namespace.
-    let view = if c.status() == ContainerStatus::Created {
-        Some(
-            exec_created::View::make(root, id)
-                .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?,
-        )
-    } else {
-        None
-    };
+    if let Some((p, _)) = &lent {
+        // into the view, and gone before the user namespace is joined (exec_view)
+        let copied = view.set_process(p);
+        let _ = std::fs::remove_file(p);
+        copied.map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
+    }
+    // The pid file is written through its directory opened now (exec_view: the
+    // path may not be searchable from inside the user namespace).
+    let pid_file = o.pid_file.as_deref().map(PidFileAt::open).transpose()?;
     if let Some(pid) = c.pid() {
         // Namespaces the container's user namespace does not own (a pod's network
         // namespace) are joined before it, as create did (outer_namespaces).
@@ -370,11 +417,13 @@ fn exec_built(
         workload::inherit_memory_policy(mp)
             .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
     }
-    let pid_file = o.pid_file.clone();
-    let builder_root = view.as_ref().map_or(root, |v| v.root());
-    let pid = ContainerBuilder::new(id.to_string(), SyscallType::default())
-        .with_root_path(builder_root)?
-        .with_pid_file(o.pid_file.as_ref())?
+    let builder = view
+        .give_root(ContainerBuilder::new(
+            id.to_string(),
+            SyscallType::default(),
+        ))
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
+    let pid = builder
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
         .with_executor(exec_seccomp::Filtered {
@@ -388,8 +437,20 @@ fn exec_built(
         .with_ignore_paused(o.ignore_paused)
         .with_sub_cgroup(sub_cgroup)
         .build();
-    drop(view);
-    let pid = pid?;
+    let pid = pid.map_err(|e| match e {
+        // libcontainer's "container state directory does not exist" when the view
+        // cannot be searched: say what was denied.
+        LibcontainerError::NoDirectory => match std::fs::metadata(view.root().join(id)) {
+            Err(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+                EngineError::Lib(LibcontainerError::Other(format!(
+                    "{}: permission denied (from inside the container's user namespace)",
+                    view.root().join(id).display()
+                )))
+            }
+            _ => EngineError::Lib(e),
+        },
+        e => EngineError::Lib(e),
+    })?;
     if let Some(a) = agent {
         let handed = exec_seccomp::running_state(
             id,
@@ -406,7 +467,7 @@ fn exec_built(
         }
     }
     if let Some(p) = pid_file
-        && let Err(e) = ensure_pid_file(&p, pid)
+        && let Err(e) = p.write(pid)
     {
         // runc kills the process it cannot report.
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -414,15 +475,6 @@ fn exec_built(
         return Err(e);
     }
     Ok(pid)
-}
-
-/// A file siloc made for one call (a `--process` copy), removed when dropped.
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// runc's lowercase status word.

@@ -15,6 +15,7 @@ mod common;
 mod bad_input;
 mod cgroup_compat;
 mod cgroup_races;
+mod exec_root_modes;
 mod idmapped_mounts;
 mod image;
 mod iopolicy;
