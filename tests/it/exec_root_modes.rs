@@ -10,17 +10,9 @@ use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 
+use crate::userns_netns::set_namespace;
 use common::{Container, TestEnv};
-use serde_json::{Value, json};
-
-fn set_namespace(spec: &mut Value, typ: &str, path: Option<&str>) {
-    let ns = spec["linux"]["namespaces"].as_array_mut().unwrap();
-    ns.retain(|n| n["type"] != typ);
-    ns.push(match path {
-        Some(p) => json!({"type": typ, "path": p}),
-        None => json!({"type": typ}),
-    });
-}
+use serde_json::json;
 
 fn set_mode(p: &std::path::Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();

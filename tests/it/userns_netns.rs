@@ -48,7 +48,8 @@ impl Drop for NetNs {
     }
 }
 
-fn set_namespace(spec: &mut Value, typ: &str, path: Option<&str>) {
+/// Replaces the `typ` entry of the spec's `linux.namespaces` (a new one, or `path`).
+pub(crate) fn set_namespace(spec: &mut Value, typ: &str, path: Option<&str>) {
     let ns = spec["linux"]["namespaces"].as_array_mut().unwrap();
     ns.retain(|n| n["type"] != typ);
     ns.push(match path {
