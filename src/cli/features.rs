@@ -81,7 +81,7 @@ pub(crate) fn document() -> serde_json::Value {
 /// unknown capabilities warned about and left out, and the spec's
 /// `SCHED_FLAG_RESET_ON_FORK` name (lifecycle::spec_compat), Go LookPath's
 /// any-execute-bit rule (engine::workload), `exec` into a created container
-/// (engine::exec_created), runc's `LISTEN_FDS` rule (cli::listen_fds), the CPU
+/// (engine::exec_view), runc's `LISTEN_FDS` rule (cli::listen_fds), the CPU
 /// affinity reset of init and exec and `linux.memoryPolicy` for exec
 /// (engine::workload), runc 1.4's `linux.memoryPolicy` checks and texts
 /// (lifecycle::spec_compat).

@@ -13,12 +13,19 @@
 //!
 //! So siloc hands it a **view**, made before the join: a private root
 //! `<root>/.siloc/exec-created/<pid>/` whose `<id>/` holds copies of state.json
-//! (status `running` for a created container, engine::exec_created; `bundle` pointing
+//! (status `running` for a created container, below; `bundle` pointing
 //! into the view), youki_config.json, config.json (`root.path` set to `/`: the tenant
 //! builder only canonicalizes it, the rootfs is the init's) and the process.json. The
 //! builder is given `/proc/self/fd/N`, N an fd of the view opened before the join: a
 //! magic link, resolved without searching the view's ancestors. The real state dir is
 //! not touched, and the view is removed through an fd of `<root>/.siloc` when dropped.
+//!
+//! The same view is how `exec` reaches a container that is created but not yet
+//! started, which runc allows (its exec refuses only a stopped container, and a paused
+//! one without `--ignore-paused`; containerd and podman run probes there):
+//! libcontainer 0.7's tenant builder refuses every status but `Running` ("incompatible
+//! container status: `Created`"), so the view's state.json shows `running`, while a
+//! racing `start` or `state` sees the real state dir.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -84,7 +91,7 @@ impl View {
             .as_str()
             .map(PathBuf::from)
             .unwrap_or_default();
-        // runc execs into a created container too (engine::exec_created).
+        // runc execs into a created container too (module doc).
         if state["status"] == "created" {
             state["status"] = serde_json::Value::from("running");
         }

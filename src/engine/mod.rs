@@ -7,7 +7,6 @@ pub mod cgroup_handoff;
 pub mod console_fixup;
 pub mod cwd;
 pub mod exec_cgroup;
-pub mod exec_created;
 pub mod exec_seccomp;
 pub mod exec_sockets;
 pub mod exec_view;
