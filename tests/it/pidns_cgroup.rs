@@ -29,6 +29,101 @@ fn free_host_pid() -> i32 {
         .expect("a free pid")
 }
 
+/// Prints "<pid>" then, per /sys/fs/cgroup entry, "<dir> <mount root> <cgroup path>
+/// <own pid listed> <write refused>", then whether the tmpfs takes a new file, then
+/// "unified" when /sys/fs/cgroup/unified exists.
+const CGROUP_SCRIPT: &str = r#"echo $$
+for d in /sys/fs/cgroup/*; do
+  n=${d##*/}
+  root=$(grep " $d " /proc/self/mountinfo | cut -d' ' -f4)
+  ctl=$n; [ "$n" = systemd ] && ctl=name=systemd
+  path=$(grep ":$ctl:" /proc/self/cgroup | cut -d: -f3)
+  grep -qx "$$" "$d/cgroup.procs" && own=own || own=other
+  (echo 0 > "$d/notify_on_release") 2>/dev/null && w=writable || w=ro
+  echo "$n $root $path $own $w"
+done
+touch /sys/fs/cgroup/x 2>/dev/null && echo tmpfs-writable || echo tmpfs-ro"#;
+
+/// Checks [`CGROUP_SCRIPT`]'s output `out` of container `id`: each hierarchy it sees
+/// is its own cgroup (its pid in cgroup.procs, the mount's root its /proc/self/cgroup
+/// path), read-only, the named systemd hierarchy included, and the tmpfs refuses new
+/// files.
+fn assert_own_cgroups_read_only(out: &str, id: &str) {
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains(' '))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    for want in ["pids", "memory", "systemd"] {
+        assert!(names.contains(&want), "no /sys/fs/cgroup/{want}: {out}");
+    }
+    // runc 1.1.5 does not show the hybrid's cgroup2 there either.
+    assert!(!names.contains(&"unified"), "{out}");
+    for r in &rows {
+        assert_eq!(r.len(), 5, "{out}");
+        // A co-mount symlink (cpu -> cpu,cpuacct) has no mount of its own.
+        if !r[1].is_empty() {
+            assert_eq!(
+                r[1], r[2],
+                "mount root is not the container's cgroup: {out}"
+            );
+        }
+        assert!(r[2].ends_with(&format!("siloc-{id}")), "{out}");
+        assert_eq!(r[3], "own", "{out}");
+        assert_eq!(r[4], "ro", "{out}");
+    }
+    assert_eq!(out.lines().last(), Some("tmpfs-ro"), "{out}");
+}
+
+/// An ordinary container (its own PID, mount namespaces, no cgroup namespace) on a v1
+/// host sees its own cgroup per hierarchy, read-only, and the tmpfs above them refuses
+/// new files. Before, libcontainer made that tmpfs writable (runc: mode 0555), and,
+/// before the init was born in its named cgroups, bound the systemd hierarchy at
+/// siloc's own cgroup (the host's whole systemd tree).
+#[test]
+fn an_ordinary_container_sees_its_own_cgroups_read_only() {
+    needs_root!();
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("SKIP: needs cgroup v1 or the v1/v2 hybrid (hack/vm covers pure v2)");
+        return;
+    }
+    let env = TestEnv::new();
+    let app = env.bundle("app", &["sh", "-c", CGROUP_SCRIPT]);
+    let (code, out, err) = common::run(&env, &app, "app");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_own_cgroups_read_only(&out, &env.id("app"));
+}
+
+/// A container with a cgroup namespace keeps libcontainer's fresh per-hierarchy
+/// mounts (runc mounts them afresh there too), each read-only (mount_fixups): the
+/// namespace's root at each mount's root, writes refused.
+#[test]
+fn a_cgroup_namespace_container_sees_fresh_read_only_hierarchies() {
+    needs_root!();
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("SKIP: needs cgroup v1 or the v1/v2 hybrid (hack/vm covers pure v2)");
+        return;
+    }
+    let env = TestEnv::new();
+    let script = r#"for d in /sys/fs/cgroup/pids /sys/fs/cgroup/memory; do
+  root=$(grep " $d " /proc/self/mountinfo | cut -d' ' -f4)
+  (echo 0 > "$d/notify_on_release") 2>/dev/null && w=writable || w=ro
+  echo "${d##*/} $root $w"
+done"#;
+    let mut app = env.bundle("app", &["sh", "-c", script]);
+    app.edit(|s| {
+        s["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "cgroup"}));
+    });
+    let (code, out, err) = common::run(&env, &app, "app");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(out.trim(), "pids / ro\nmemory / ro", "{out}");
+}
+
 /// Makes the next pid allocated in the PID namespace of host process `pid` be `next`
 /// (/proc/sys/kernel/ns_last_pid acts on the writer's own PID namespace: nsenter's
 /// child is in the target's).
@@ -63,20 +158,7 @@ fn joined_pid_namespace_sees_its_own_cgroups_read_only() {
     let sb_id = env.id("sandbox");
     let _sandbox = Container::start(&env, &sb, &sb_id);
     let sb_pid = env.state(&sb_id)["pid"].as_i64().expect("sandbox pid");
-    // Each line: "<pid>" then, per hierarchy dir, "<dir> <mount root> <cgroup path>
-    // <own pid listed> <write refused>".
-    let script = r#"echo $$
-for d in /sys/fs/cgroup/*; do
-  n=${d##*/}
-  root=$(grep " $d " /proc/self/mountinfo | cut -d' ' -f4)
-  ctl=$n; [ "$n" = systemd ] && ctl=name=systemd
-  path=$(grep ":$ctl:" /proc/self/cgroup | cut -d: -f3)
-  grep -qx "$$" "$d/cgroup.procs" && own=own || own=other
-  (echo 0 > "$d/notify_on_release") 2>/dev/null && w=writable || w=ro
-  echo "$n $root $path $own $w"
-done
-touch /sys/fs/cgroup/x 2>/dev/null && echo tmpfs-writable || echo tmpfs-ro"#;
-    let mut app = env.bundle("app", &["sh", "-c", script]);
+    let mut app = env.bundle("app", &["sh", "-c", CGROUP_SCRIPT]);
     let ns_path = format!("/proc/{sb_pid}/ns/pid");
     app.edit(|s| {
         for n in s["linux"]["namespaces"].as_array_mut().unwrap() {
@@ -89,29 +171,10 @@ touch /sys/fs/cgroup/x 2>/dev/null && echo tmpfs-writable || echo tmpfs-ro"#;
     set_next_pid(sb_pid, want_pid);
     let (code, out, err) = common::run(&env, &app, "app");
     assert_eq!(code, 0, "app in the sandbox's PID namespace: {err}\n{out}");
-    let mut lines = out.lines();
-    assert_eq!(lines.next(), Some(want_pid.to_string().as_str()), "{out}");
-    let rows: Vec<Vec<&str>> = lines
-        .clone()
-        .filter(|l| l.contains(' '))
-        .map(|l| l.split(' ').collect())
-        .collect();
-    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
-    for want in ["pids", "memory", "systemd"] {
-        assert!(names.contains(&want), "no /sys/fs/cgroup/{want}: {out}");
-    }
-    for r in &rows {
-        assert_eq!(r.len(), 5, "{out}");
-        // A co-mount symlink (cpu -> cpu,cpuacct) has no mount of its own.
-        if !r[1].is_empty() {
-            assert_eq!(
-                r[1], r[2],
-                "mount root is not the container's cgroup: {out}"
-            );
-        }
-        assert!(r[2].ends_with(&format!("siloc-{}", env.id("app"))), "{out}");
-        assert_eq!(r[3], "own", "{out}");
-        assert_eq!(r[4], "ro", "{out}");
-    }
-    assert_eq!(out.lines().last(), Some("tmpfs-ro"), "{out}");
+    assert_eq!(
+        out.lines().next(),
+        Some(want_pid.to_string().as_str()),
+        "{out}"
+    );
+    assert_own_cgroups_read_only(&out, &env.id("app"));
 }
