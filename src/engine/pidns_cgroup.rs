@@ -18,14 +18,23 @@
 //! siloc therefore takes those mounts out of the spec ([`take`]) and makes them itself
 //! once libcontainer has built the container (the init is in all of its cgroups)
 //! ([`prepare`] in siloc, [`in_container`] from the one post-build helper,
-//! [`super::post_build`]), as runc 1.1 shows them (libcontainer/rootfs_linux.go,
-//! `mountCgroupV1`): a tmpfs (`nosuid,nodev,noexec,mode=755`) at the destination, one
-//! recursive bind per v1 hierarchy of the init's own cgroup (from
-//! `/proc/<host pid>/cgroup`), symlinks for co-mounted controllers (`cpu` →
-//! `cpu,cpuacct`), and with `ro` every bind read-only with the mount's
-//! `nosuid`/`nodev`/`noexec`, and the tmpfs read-only too (runc 1.1.5 leaves it
-//! read-write at mode 0555: nothing can be made there without CAP_DAC_OVERRIDE; siloc
-//! refuses it to every process).
+//! [`super::post_build`]), as runc 1.1.5 makes them (libcontainer/rootfs_linux.go,
+//! `mountCgroupV1` and the `tmpfs` case of `mountToRootfs`): a read-write tmpfs
+//! (`nosuid,nodev,noexec,mode=755`) at the destination, whose root then takes the mode
+//! of the directory it covers (sysfs's `/sys/fs/cgroup`: 0555), one recursive bind per
+//! v1 hierarchy of the init's own cgroup (from `/proc/<host pid>/cgroup`), read-only
+//! with `ro`, with the mount's `nosuid`/`nodev`/`noexec`, and symlinks for co-mounted
+//! controllers (`cpu` → `cpu,cpuacct`). In a user namespace the tmpfs root belongs to
+//! the container's root, as runc's init (inside it) makes it.
+//!
+//! The order runc shows: the container's mount table lists mounts in the order they
+//! were made (mount IDs, Linux 6.8+; attach order before), and runc makes the cgroup
+//! mount with the spec's mounts, before the read-only and masked paths. So [`prepare`]
+//! makes the tmpfs (detached, fsmount(2)) before it clones the hierarchies, and
+//! siloc makes the read-only paths in the same helper after them
+//! ([`super::mount_compat`]). A spec mount after the cgroup mount is made before it
+//! (libcontainer's): where one is at, above or below the destination, libcontainer
+//! keeps the cgroup mount ([`take`]); an unrelated one is listed before it.
 //!
 //! Which hierarchies: the v1 ones (named ones such as `name=systemd` too) mounted right
 //! under `/sys/fs/cgroup` in siloc's mount table, as runc's and libcontainer's list;
@@ -37,7 +46,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use nix::mount::{MsFlags, mount};
+use nix::mount::MsFlags;
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
@@ -97,9 +106,9 @@ fn namespace(spec: &Spec, typ: LinuxNamespaceType) -> Option<bool> {
 /// namespace (libcontainer reads the wrong process's cgroups there); otherwise in a
 /// new mount namespace without a cgroup namespace (there libcontainer, as runc, mounts
 /// each hierarchy afresh, showing the namespace's root), when every `cgroup` mount is
-/// free of propagation options (siloc's mounts have none) and no mount after it goes
-/// below its destination (siloc's mounts come after all of the spec's and would
-/// cover it).
+/// free of propagation options (siloc's mounts have none) and no mount after it is at,
+/// below or above its destination (siloc's mounts come after all of the spec's: they
+/// would cover a later mount there, or not be covered by it).
 fn siloc_mounts_cgroups(spec: &Spec) -> bool {
     use super::mount_guard::{SpecMountNs, spec_mount_ns};
     match spec_mount_ns(spec) {
@@ -120,8 +129,9 @@ fn siloc_mounts_cgroups(spec: &Spec) -> bool {
                 .flatten()
                 .any(|o| super::mount_fixups::flag(o).is_some())
                 && !mounts[i + 1..].iter().any(|later| {
-                    later.destination() != m.destination()
-                        && later.destination().starts_with(m.destination())
+                    later.typ().as_deref() != Some("cgroup")
+                        && (later.destination().starts_with(m.destination())
+                            || m.destination().starts_with(later.destination()))
                 }))
     })
 }
@@ -213,14 +223,16 @@ pub fn comount_links(binds: &[Bind]) -> Vec<(String, String)> {
 }
 
 /// What the post-build helper needs to make the taken cgroup mounts: the mounts, the
-/// binds (one per v1 hierarchy of the init), the co-mount symlinks, and one detached
-/// clone per (mount, bind), made and set read-only in siloc's own mount namespace by
-/// [`prepare`], so nothing of siloc's mount table changes.
+/// binds (one per v1 hierarchy of the init), the co-mount symlinks, one detached
+/// tmpfs per mount and one detached clone per (mount, bind), made (the clones set
+/// read-only) in siloc's own mount namespace by [`prepare`], so nothing of siloc's
+/// mount table changes.
 #[derive(Debug, Default)]
 pub struct Prepared {
     taken: Vec<CgroupMount>,
     binds: Vec<Bind>,
     links: Vec<(String, String)>,
+    tmpfs: Vec<OwnedFd>,
     trees: Vec<Vec<OwnedFd>>,
 }
 
@@ -236,12 +248,12 @@ impl Prepared {
         let stride = self.binds.len() as u32 + 3;
         let (i, s) = ((code / stride) as usize, code % stride);
         let step = match s as usize {
-            0 => "mount tmpfs".to_string(),
+            0 => "attach tmpfs".to_string(),
             j if j <= self.binds.len() => {
                 format!("bind {}", self.binds[j - 1].source.display())
             }
             j if j == self.binds.len() + 1 => "co-mount symlinks".to_string(),
-            _ => "remount read-only".to_string(),
+            _ => "chmod tmpfs".to_string(),
         };
         PidnsCgroupError::Mount {
             destination: self
@@ -256,18 +268,23 @@ impl Prepared {
 }
 
 /// Works out, in siloc's process, the cgroup mounts `taken` for the container whose
-/// init is host pid `pid` (built, in all of its cgroups, named ones too): its own
-/// cgroup per v1 hierarchy of
-/// `mounts` (siloc's mount table, read again when `None`) from `/proc/PID/cgroup`,
-/// cloned detached with the mount's `ro`/`nosuid`/`nodev`/`noexec`. The one post-build
-/// helper ([`super::post_build`]) attaches them with [`in_container`]. Nothing is read
-/// when `taken` is empty.
+/// init is host pid `pid` (built, in all of its cgroups, named ones too): per mount a
+/// detached tmpfs (`nosuid,nodev,noexec`, `mode=755`; with `userns` owned by the host
+/// IDs of the container's root, from `/proc/PID/uid_map` and `gid_map`), then its own
+/// cgroup per v1 hierarchy of `mounts` (siloc's mount table, read again when `None`)
+/// from `/proc/PID/cgroup`, cloned detached with the mount's
+/// `ro`/`nosuid`/`nodev`/`noexec`, in that order (the mount IDs' order: the container's
+/// table lists the tmpfs before its binds). The one post-build helper
+/// ([`super::post_build`]) attaches them with [`in_container`]. Nothing is read when
+/// `taken` is empty.
 ///
-/// Errors: reading the init's cgroups or siloc's mountinfo, cloning a hierarchy.
+/// Errors: reading the init's cgroups, ID maps or siloc's mountinfo, making the tmpfs,
+/// cloning a hierarchy.
 pub fn prepare(
     taken: Vec<CgroupMount>,
     pid: Pid,
     mounts: Option<&[crate::sys::mountinfo::Mount]>,
+    userns: bool,
 ) -> Result<Prepared, PidnsCgroupError> {
     if taken.is_empty() {
         return Ok(Prepared::default());
@@ -286,9 +303,21 @@ pub fn prepare(
     };
     let binds = binds(mounts, &own);
     let links = comount_links(&binds);
-    // One detached tree per (mount, hierarchy), each with the mount's own attributes.
+    let owner = if userns {
+        let root_of = |map: &str| {
+            let text = read(format!("/proc/{pid}/{map}"))?;
+            Ok(host_id_of_root(&text))
+        };
+        Some((root_of("uid_map")?, root_of("gid_map")?))
+    } else {
+        None
+    };
+    // Per mount its tmpfs, then one detached tree per hierarchy, each with the mount's
+    // own attributes.
+    let mut tmpfs = Vec::new();
     let mut trees: Vec<Vec<OwnedFd>> = Vec::new();
     for t in &taken {
+        tmpfs.push(make_tmpfs(&t.destination, owner)?);
         let mut attrs = 0;
         if t.read_only {
             attrs |= mountapi::MOUNT_ATTR_RDONLY;
@@ -320,38 +349,102 @@ pub fn prepare(
         taken,
         binds,
         links,
+        tmpfs,
         trees,
     })
+}
+
+/// The host ID container ID 0 maps to in `map` (the text of `/proc/PID/uid_map` or
+/// `gid_map`, user_namespaces(7): "inside outside count" per line); `None` when 0 is
+/// not mapped.
+fn host_id_of_root(map: &str) -> Option<u32> {
+    map.lines().find_map(|l| {
+        let mut f = l.split_whitespace().map(|x| x.parse::<u32>().ok());
+        match (f.next()??, f.next()??, f.next()??) {
+            (0, outside, count) if count > 0 => Some(outside),
+            _ => None,
+        }
+    })
+}
+
+/// A detached tmpfs as runc mounts it for a v1 cgroup mount at `destination`
+/// (source `tmpfs`, `mode=755`, `nosuid,nodev,noexec`, relatime), its root owned by
+/// `owner` (host uid, gid) when given (`None` in either: left at 0).
+fn make_tmpfs(
+    destination: &Path,
+    owner: Option<(Option<u32>, Option<u32>)>,
+) -> Result<OwnedFd, PidnsCgroupError> {
+    let fail = |step: &str| {
+        let step = step.to_string();
+        move |errno| PidnsCgroupError::Mount {
+            destination: destination.display().to_string(),
+            step,
+            errno,
+        }
+    };
+    let ctx = mountapi::fs_open("tmpfs").map_err(fail("fsopen tmpfs"))?;
+    mountapi::fs_set_string(ctx.as_fd(), "source", "tmpfs").map_err(fail("fsconfig source"))?;
+    mountapi::fs_set_string(ctx.as_fd(), "mode", "755").map_err(fail("fsconfig mode"))?;
+    let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    let mnt = mountapi::fs_create_mount(ctx.as_fd(), attrs).map_err(fail("fsmount tmpfs"))?;
+    if let Some((uid, gid)) = owner
+        && (uid.is_some_and(|u| u != 0) || gid.is_some_and(|g| g != 0))
+    {
+        nix::unistd::fchownat(
+            Some(std::os::fd::AsRawFd::as_raw_fd(&mnt)),
+            "",
+            uid.map(nix::unistd::Uid::from_raw),
+            gid.map(nix::unistd::Gid::from_raw),
+            nix::fcntl::AtFlags::AT_EMPTY_PATH,
+        )
+        .map_err(fail("chown tmpfs"))?;
+    }
+    Ok(mnt)
 }
 
 /// Makes the prepared cgroup mounts, in the post-build helper: already in the
 /// container's mount namespace and chrooted to its root. Errors: (code, errno), the
 /// code for [`Prepared::error`] (per mount `i`: `i * (binds + 3)` plus 0 the tmpfs,
-/// 1+j bind j, 1+binds the links, 2+binds the read-only remount).
+/// 1+j bind j, 1+binds the links, 2+binds the tmpfs's chmod).
 pub fn in_container(p: &Prepared) -> Result<(), (u32, nix::Error)> {
     let stride = p.binds.len() as u32 + 3;
     p.taken
         .iter()
-        .zip(&p.trees)
+        .zip(p.tmpfs.iter().zip(&p.trees))
         .enumerate()
-        .try_for_each(|(i, (t, row))| {
-            make_one(t, &p.binds, row, &p.links).map_err(|(s, e)| (i as u32 * stride + s, e))
+        .try_for_each(|(i, (t, (tmpfs, row)))| {
+            make_one(t, tmpfs, &p.binds, row, &p.links).map_err(|(s, e)| (i as u32 * stride + s, e))
         })
 }
 
-/// In the helper (the container's mount namespace and root): one cgroup mount. Errors
-/// carry the step (0 tmpfs, 1+j bind j, 1+binds links, 2+binds remount).
+/// In the helper (the container's mount namespace and root): one cgroup mount, as
+/// runc's `mountToRootfs` makes a tmpfs (the destination's mode, when it exists, given
+/// to the tmpfs root) and `mountCgroupV1` the rest. Errors carry the step (0 tmpfs,
+/// 1+j bind j, 1+binds links, 2+binds chmod).
 fn make_one(
     t: &CgroupMount,
+    tmpfs: &OwnedFd,
     binds: &[Bind],
     trees: &[OwnedFd],
     links: &[(String, String)],
 ) -> Result<(), (u32, nix::Error)> {
     let dest = &t.destination;
     let n = binds.len() as u32;
-    let _ = std::fs::create_dir_all(dest);
-    let base = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("tmpfs"), dest, Some("tmpfs"), base, Some("mode=755")).map_err(|e| (0, e))?;
+    let covered = nix::sys::stat::stat(dest).ok();
+    if covered.is_none() {
+        let _ = std::fs::create_dir_all(dest);
+    }
+    mountapi::move_mount_to(tmpfs.as_fd(), dest).map_err(|e| (0, e))?;
+    if let Some(st) = covered {
+        let mode = nix::sys::stat::Mode::from_bits_truncate(st.st_mode & 0o7777);
+        nix::sys::stat::fchmodat(
+            None,
+            dest,
+            mode,
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(|e| (n + 2, e))?;
+    }
     for (j, (b, tree)) in binds.iter().zip(trees).enumerate() {
         let at = dest.join(&b.name);
         let step = 1 + j as u32;
@@ -365,10 +458,6 @@ fn make_one(
             }
             _ => {}
         }
-    }
-    if t.read_only {
-        let f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | base | t.flags;
-        mount(None::<&str>, dest, None::<&str>, f, None::<&str>).map_err(|e| (n + 2, e))?;
     }
     Ok(())
 }
@@ -473,11 +562,48 @@ mod tests {
             // Propagation siloc's mounts would not have; a later mount siloc's would cover.
             (spec_with(None, None, "", r#","rslave""#, ""), false),
             (spec_with(None, None, "", "", below), false),
+            // A later mount at or above the destination would cover runc's cgroup
+            // mount; siloc's, made after it, would cover that mount instead.
+            (
+                spec_with(None, None, "", "", &below.replace("/x", "")),
+                false,
+            ),
+            (
+                spec_with(
+                    None,
+                    None,
+                    "",
+                    "",
+                    &below.replace("/sys/fs/cgroup/x", "/sys"),
+                ),
+                false,
+            ),
         ] {
             let n = s.mounts().as_ref().unwrap().len();
             assert!(take(&mut s, v2).is_empty());
             assert_eq!(s.mounts().as_ref().unwrap().len(), n);
         }
+    }
+
+    #[test]
+    fn an_unrelated_later_mount_leaves_the_cgroup_mount_to_siloc() {
+        let later = r#",{"destination":"/sys/fs/cgroupx","type":"tmpfs","source":"tmpfs"}"#;
+        let mut s = spec_with(None, None, "", "", later);
+        assert_eq!(take(&mut s, false).len(), 1);
+    }
+
+    #[test]
+    fn the_host_id_of_the_container_root() {
+        assert_eq!(
+            host_id_of_root("         0     100000      65536\n"),
+            Some(100000)
+        );
+        assert_eq!(
+            host_id_of_root("         1     100001      10\n         0     5   1\n"),
+            Some(5)
+        );
+        assert_eq!(host_id_of_root("         1     100001      10\n"), None);
+        assert_eq!(host_id_of_root(""), None);
     }
 
     #[test]

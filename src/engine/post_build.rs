@@ -1,9 +1,9 @@
 //! One helper for every fix-up siloc makes inside a container's mount namespace after
 //! libcontainer has built the container and before its process starts: the v1
 //! `cgroup` mounts siloc makes itself ([`super::pidns_cgroup`]: a spec mount, made
-//! before what follows as runc makes mounts before masks), runc's mount semantics
-//! ([`super::mount_compat`]: tmpcopyup, cleared bind flags, masked paths, a read-only
-//! `/dev`), then the per-mount options libcontainer skips ([`super::mount_fixups`]:
+//! before what follows as runc makes mounts before read-only and masked paths), runc's
+//! mount semantics ([`super::mount_compat`]: tmpcopyup, cleared bind flags, read-only
+//! and masked paths, a read-only `/dev`), then the per-mount options libcontainer skips ([`super::mount_fixups`]:
 //! propagation, read-only cgroup v1 hierarchies libcontainer mounted), in that order.
 //! Each used to fork its own helper; a default spec (masked paths and a read-only
 //! `cgroup` mount) forked two per create, a container in a joined PID namespace three.
@@ -37,7 +37,7 @@ pub enum PostBuildError {
 
 /// The helper's report codes: the setup (setns, chroot) fails as [`SETUP`]; a
 /// mount_fixups change `i` as `FIXUP | i`; a cgroup mount step `c` as `CGROUP | c`;
-/// everything else is mount_compat's own code (step << 16 | index, steps 0-7).
+/// everything else is mount_compat's own code (step << 16 | index, steps 0-9).
 const SETUP: u32 = 0;
 const FIXUP: u32 = 1 << 31;
 const CGROUP: u32 = 1 << 30;
@@ -61,7 +61,15 @@ pub fn apply(
     baseline: &super::mount_guard::Baseline,
     mounts: Option<&[crate::sys::mountinfo::Mount]>,
 ) -> Result<(), PostBuildError> {
-    let cgroups = pidns_cgroup::prepare(cgroups, pid, mounts)?;
+    let userns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
+        });
+    let cgroups = pidns_cgroup::prepare(cgroups, pid, mounts, userns)?;
     let fixups = mount_fixups::plan(spec, pid, baseline)?;
     if cgroups.is_empty() && compat.is_empty() && fixups.is_empty() {
         return Ok(());
