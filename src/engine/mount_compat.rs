@@ -26,7 +26,10 @@
 //! - `tmpcopyup` (runc's extension) is taken out of the options libcontainer sees (it
 //!   refuses it) and done by [`in_container`].
 //! - duplicate `maskedPaths` are dropped (runc 1.2), and, in a container with its own
-//!   mount namespace, all masking moves to [`in_container`] (below).
+//!   mount namespace, all masking moves to [`in_container`] (below), and so do the
+//!   `readonlyPaths`: libcontainer made them in its init, before siloc's own cgroup v1
+//!   mount ([`super::pidns_cgroup`]), which runc makes with the spec's mounts, before
+//!   them (the container's mount table lists the mounts in the order they were made).
 //!
 //! [`in_container`] (in the container's mount namespace, in this order):
 //!
@@ -41,17 +44,23 @@
 //!    flags the source has (statvfs(2)) are kept: the kernel locks them in a less
 //!    privileged mount namespace (mount_namespaces(7), "MNT_LOCK_*"), and runc keeps
 //!    them too (runc 1.2's source statfs check).
-//! 3. masked paths: a file gets a bind of the container's `/dev/null` (checked to be
+//! 3. read-only paths, as runc 1.1.5's `readonlyPath`: a recursive bind of the path
+//!    onto itself (a missing path is skipped), remounted read-only with the `nosuid`,
+//!    `nodev`, `noexec` its mount has (statvfs(3); runc reads statfs(2)); libcontainer
+//!    0.7 added all three.
+//!    Symlinks are followed as for masked paths (below).
+//! 4. masked paths: a file gets a bind of the container's `/dev/null` (checked to be
 //!    the 1:3 character device), every directory one read-only tmpfs, shared by bind
 //!    mounts (runc 1.2; libcontainer mounts one tmpfs per directory). A missing path
 //!    is skipped. A symlink is followed in the container as runc's init follows it,
 //!    `/proc/self` as the init (`/proc/net -> self/net` masks `/proc/1/net`).
-//! 4. a `/dev` mount with `ro` is made read-only last (runc's finalizeRootfs);
+//! 5. a `/dev` mount with `ro` is made read-only last (runc's finalizeRootfs);
 //!    libcontainer drops `ro` from `/dev` to make the device nodes and never restores
 //!    it.
 //!
 //! In a container without its own mount namespace (or one joined by path), [`in_container`]
-//! changes nothing and libcontainer masks as before (deduplicated).
+//! changes nothing and libcontainer masks and makes paths read-only as before (masked
+//! paths deduplicated).
 //!
 //! Delete this module when libcontainer applies cleared bind flags, a read-only /dev,
 //! tmpfs modes, tmpcopyup and in-root symlink resolution as runc does.
@@ -89,6 +98,12 @@ pub enum MountCompatError {
         step: &'static str,
         errno: nix::Error,
     },
+    #[error("readonlyPaths: {path}: {step}: {errno}")]
+    ReadOnly {
+        path: String,
+        step: &'static str,
+        errno: nix::Error,
+    },
     #[error("mounts: {0}")]
     Sys(nix::Error),
 }
@@ -121,6 +136,8 @@ pub struct Plan {
     pub clear: Vec<ClearFlags>,
     /// Masked paths taken over from libcontainer (deduplicated, in spec order).
     pub masks: Vec<String>,
+    /// `readonlyPaths` taken over from libcontainer (in spec order).
+    pub readonly: Vec<String>,
     /// A `/dev` mount with `ro`.
     pub dev_read_only: bool,
 }
@@ -384,6 +401,14 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
     if spec.mounts().is_some() {
         spec.set_mounts(Some(mounts));
     }
+    if own_mount_ns
+        && let Some(mut linux) = spec.linux().clone()
+        && let Some(paths) = linux.readonly_paths().clone()
+    {
+        plan.readonly = paths;
+        linux.set_readonly_paths(None);
+        spec.set_linux(Some(linux));
+    }
     if let Some(mut linux) = spec.linux().clone()
         && let Some(paths) = linux.masked_paths().clone()
     {
@@ -404,7 +429,7 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
 }
 
 /// Steps of the helper, for its error report.
-const STEPS: [&str; 8] = [
+const STEPS: [&str; 10] = [
     "setns/chroot",
     "tmpcopyup",
     "clear bind flags",
@@ -413,6 +438,8 @@ const STEPS: [&str; 8] = [
     "mask (bind of the shared tmpfs)",
     "read-only /dev",
     "mask (file)",
+    "bind onto itself",
+    "remount read-only",
 ];
 
 impl Plan {
@@ -443,6 +470,11 @@ impl Plan {
             },
             6 => MountCompatError::Apply {
                 destination: "/dev".into(),
+                step: name,
+                errno,
+            },
+            8 | 9 => MountCompatError::ReadOnly {
+                path: self.readonly.get(idx).cloned().unwrap_or_default(),
                 step: name,
                 errno,
             },
@@ -545,6 +577,38 @@ pub fn in_container(plan: &Plan, init: Option<u32>) -> Result<(), (u32, nix::Err
         };
         crate::sys::mountapi::set_attr_at(Path::new(&c.destination), 0, clr)
             .map_err(|e| (code(2, i), e))?;
+    }
+    for (i, written) in plan.readonly.iter().enumerate() {
+        let p = resolve_as_init(Path::new(written), init);
+        match mount(
+            Some(p.as_path()),
+            &p,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        ) {
+            Err(nix::Error::ENOENT) => continue, // runc skips what does not exist
+            r => r.map_err(|e| (code(8, i), e))?,
+        }
+        let keep = nix::sys::statvfs::statvfs(&p)
+            .map(|s| {
+                use nix::sys::statvfs::FsFlags;
+                let f = s.flags();
+                let mut m = MsFlags::empty();
+                for (st, ms) in [
+                    (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+                    (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+                    (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+                ] {
+                    if f.contains(st) {
+                        m |= ms;
+                    }
+                }
+                m
+            })
+            .map_err(|e| (code(9, i), e))?;
+        let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | keep;
+        mount(None::<&str>, &p, None::<&str>, ro, None::<&str>).map_err(|e| (code(9, i), e))?;
     }
     if !plan.masks.is_empty() {
         let null = nix::sys::stat::stat("/dev/null").map_err(|e| (code(3, 0), e))?;
@@ -772,7 +836,8 @@ mod tests {
         let mut s = spec(serde_json::json!({
             "ociVersion": "1.0.2",
             "linux": {"namespaces": [{"type": "mount"}],
-                      "maskedPaths": ["/a", "/b", "/a"]},
+                      "maskedPaths": ["/a", "/b", "/a"],
+                      "readonlyPaths": ["/proc/sys", "/proc/bus"]},
             "mounts": [
                 {"destination": "/t700", "type": "tmpfs", "source": "tmpfs",
                  "options": ["nosuid", "tmpcopyup"]},
@@ -788,6 +853,8 @@ mod tests {
         assert!(plan.dev_read_only);
         assert_eq!(plan.masks, ["/a", "/b"]);
         assert!(s.linux().as_ref().unwrap().masked_paths().is_none());
+        assert_eq!(plan.readonly, ["/proc/sys", "/proc/bus"]);
+        assert!(s.linux().as_ref().unwrap().readonly_paths().is_none());
         assert_eq!(plan.clear[0].destination, "/m");
         assert_eq!(plan.clear[0].clear, ATTR_RDONLY);
 
@@ -806,11 +873,11 @@ mod tests {
     }
 
     #[test]
-    fn without_a_mount_namespace_masks_stay_with_libcontainer() {
+    fn without_a_mount_namespace_masks_and_read_only_paths_stay_with_libcontainer() {
         let d = tempfile::tempdir().unwrap();
         let mut s = spec(serde_json::json!({
             "ociVersion": "1.0.2",
-            "linux": {"maskedPaths": ["/a", "/a"]},
+            "linux": {"maskedPaths": ["/a", "/a"], "readonlyPaths": ["/proc/sys"]},
             "mounts": [{"destination": "/m", "type": "bind", "source": "/", "options": ["rw"]}]
         }));
         let plan = prepare(&mut s, d.path(), d.path()).unwrap();
@@ -818,6 +885,15 @@ mod tests {
         assert_eq!(
             s.linux().as_ref().unwrap().masked_paths().clone().unwrap(),
             ["/a"]
+        );
+        assert_eq!(
+            s.linux()
+                .as_ref()
+                .unwrap()
+                .readonly_paths()
+                .clone()
+                .unwrap(),
+            ["/proc/sys"]
         );
     }
 }

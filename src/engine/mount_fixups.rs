@@ -13,6 +13,9 @@
 //!   hierarchy read-write whatever the mount's options (runc mounts them with the
 //!   cgroup mount's `ro,nosuid,nodev,noexec`), so a container's root could raise its own
 //!   `pids.max`, memory limit or blkio throttle. Each hierarchy is remounted with them.
+//!   Only where libcontainer still makes the mount (a cgroup namespace, and the other
+//!   cases [`super::pidns_cgroup::take`] leaves to it): siloc makes the others itself,
+//!   read-only from the start, and they are no longer in the spec here.
 
 use nix::mount::{MsFlags, mount};
 use nix::unistd::Pid;

@@ -1,16 +1,18 @@
 //! One helper for every fix-up siloc makes inside a container's mount namespace after
-//! libcontainer has built the container and before its process starts: runc's mount
-//! semantics ([`super::mount_compat`]: tmpcopyup, cleared bind flags, masked paths, a
-//! read-only `/dev`), then the per-mount options libcontainer skips
-//! ([`super::mount_fixups`]: propagation, read-only cgroup v1 hierarchies), in that
-//! order. Each used to fork its own helper; a default spec (masked paths and a
-//! read-only `cgroup` mount) forked two per create.
+//! libcontainer has built the container and before its process starts: the v1
+//! `cgroup` mounts siloc makes itself ([`super::pidns_cgroup`]: a spec mount, made
+//! before what follows as runc makes mounts before read-only and masked paths), runc's
+//! mount semantics ([`super::mount_compat`]: tmpcopyup, cleared bind flags, read-only
+//! and masked paths, a read-only `/dev`), then the per-mount options libcontainer skips ([`super::mount_fixups`]:
+//! propagation, read-only cgroup v1 hierarchies libcontainer mounted), in that order.
+//! Each used to fork its own helper; a default spec (masked paths and a read-only
+//! `cgroup` mount) forked two per create, a container in a joined PID namespace three.
 //!
 //! The helper is forked from siloc (single-threaded, [`crate::sys::fork`]), joins the
 //! mount namespace of the container's init (`/proc/PID/ns/mnt`, setns(2)) and its root
 //! (`/proc/PID/root`, fchdir + chroot: the container's paths also without
-//! pivot_root), does both halves and reports the first failure. Nothing is forked when
-//! neither half has anything to do.
+//! pivot_root), does all three parts and reports the first failure. Nothing is forked when
+//! no part has anything to do.
 
 use std::os::fd::AsRawFd;
 
@@ -20,6 +22,7 @@ use oci_spec::runtime::Spec;
 
 use super::mount_compat::{self, MountCompatError};
 use super::mount_fixups::{self, MountFixupError};
+use super::pidns_cgroup::{self, PidnsCgroupError};
 
 /// A post-build fix-up that failed: the half's own error, naming the mount or path.
 #[derive(Debug, thiserror::Error)]
@@ -28,30 +31,47 @@ pub enum PostBuildError {
     Compat(#[from] MountCompatError),
     #[error(transparent)]
     Fixup(#[from] MountFixupError),
+    #[error(transparent)]
+    Cgroup(#[from] PidnsCgroupError),
 }
 
 /// The helper's report codes: the setup (setns, chroot) fails as [`SETUP`]; a
-/// mount_fixups change `i` as `FIXUP | i`; everything else is mount_compat's own code
-/// (step << 16 | index, steps 0-7).
+/// mount_fixups change `i` as `FIXUP | i`; a cgroup mount step `c` as `CGROUP | c`;
+/// everything else is mount_compat's own code (step << 16 | index, steps 0-9).
 const SETUP: u32 = 0;
 const FIXUP: u32 = 1 << 31;
+const CGROUP: u32 = 1 << 30;
 
-/// Applies `compat` (from [`mount_compat::prepare`]) and the spec's mount fix-ups
-/// ([`mount_fixups::plan`]) inside the mount namespace and root of `pid` (the
-/// container's init, built, not started), from one helper. `baseline` is the mount
-/// table siloc saw before libcontainer built the container ([`super::mount_guard`]).
+/// Makes the `cgroup` mounts taken from the spec (`cgroups`, from
+/// [`pidns_cgroup::take`]), applies `compat` (from [`mount_compat::prepare`]) and the
+/// spec's mount fix-ups ([`mount_fixups::plan`]) inside the mount namespace and root
+/// of `pid` (the container's init, built, in all of its cgroups, not started), from
+/// one helper. `baseline` is the mount table siloc saw before libcontainer built the
+/// container ([`super::mount_guard`]); `mounts` siloc's own mount table when already
+/// read (the cgroup hierarchies; read again when `None`).
 ///
-/// Errors: the container's namespace, root or mount table cannot be opened or read,
-/// the helper cannot be forked, or the first change that fails (naming the
-/// destination or masked path, as each half words it).
+/// Errors: the container's namespace, root, cgroups or mount table cannot be opened
+/// or read, a hierarchy cannot be cloned, the helper cannot be forked, or the first
+/// change that fails (naming the destination or masked path, as each part words it).
 pub fn apply(
+    cgroups: Vec<pidns_cgroup::CgroupMount>,
     compat: &mount_compat::Plan,
     spec: &Spec,
     pid: Pid,
     baseline: &super::mount_guard::Baseline,
+    mounts: Option<&[crate::sys::mountinfo::Mount]>,
 ) -> Result<(), PostBuildError> {
+    let userns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
+        });
+    let cgroups = pidns_cgroup::prepare(cgroups, pid, mounts, userns)?;
     let fixups = mount_fixups::plan(spec, pid, baseline)?;
-    if compat.is_empty() && fixups.is_empty() {
+    if cgroups.is_empty() && compat.is_empty() && fixups.is_empty() {
         return Ok(());
     }
     let sys = |e: nix::Error| PostBuildError::Compat(MountCompatError::Sys(e));
@@ -65,6 +85,7 @@ pub fn apply(
             .and_then(|()| nix::unistd::chroot("."))
             .and_then(|()| nix::unistd::chdir("/"))
             .map_err(|e| (SETUP, e))
+            .and_then(|()| pidns_cgroup::in_container(&cgroups).map_err(|(c, e)| (CGROUP | c, e)))
             .and_then(|()| mount_compat::in_container(compat, init))
             .and_then(|()| {
                 mount_fixups::in_container(&fixups).map_err(|(i, e)| (FIXUP | i as u32, e))
@@ -77,23 +98,28 @@ pub fn apply(
         Ok(_) => Ok(()),
         Err((code, errno)) => Err(match half(code) {
             Half::Fixup(i) => fixups.error(i, errno).into(),
+            Half::Cgroup(c) => cgroups.error(c, errno).into(),
             Half::Compat(c) => compat.error(c, errno).into(),
         }),
     }
 }
 
-/// Which half a helper report code belongs to, and its own code there.
+/// Which part a helper report code belongs to, and its own code there.
 #[derive(Debug, PartialEq, Eq)]
 enum Half {
     /// mount_compat's code (step << 16 | index).
     Compat(u32),
     /// mount_fixups' change index.
     Fixup(usize),
+    /// pidns_cgroup's step code.
+    Cgroup(u32),
 }
 
 fn half(code: u32) -> Half {
     if code & FIXUP != 0 {
         Half::Fixup((code & !FIXUP) as usize)
+    } else if code & CGROUP != 0 {
+        Half::Cgroup(code & !CGROUP)
     } else {
         Half::Compat(code)
     }
@@ -109,6 +135,8 @@ mod tests {
         assert_eq!(half((7 << 16) | 0xffff), Half::Compat((7 << 16) | 0xffff));
         assert_eq!(half(SETUP), Half::Compat(0));
         assert_eq!(half(FIXUP | 3), Half::Fixup(3));
+        assert_eq!(half(CGROUP | 4), Half::Cgroup(4));
+        assert_eq!(half(CGROUP), Half::Cgroup(0));
         let compat = mount_compat::Plan {
             masks: vec!["/proc/kcore".into(), "/sys/firmware".into()],
             ..Default::default()

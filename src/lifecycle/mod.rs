@@ -43,8 +43,6 @@ pub enum LifecycleError {
     #[error(transparent)]
     PostBuild(#[from] crate::engine::post_build::PostBuildError),
     #[error(transparent)]
-    PidnsCgroup(#[from] crate::engine::pidns_cgroup::PidnsCgroupError),
-    #[error(transparent)]
     NsOwner(Box<crate::engine::ns_owner::NsOwnerError>),
     #[error(transparent)]
     PinnedNs(#[from] crate::engine::pinned_namespaces::PinnedNsError),
@@ -232,8 +230,9 @@ fn create_prepared(
     crate::engine::seccomp_compat::fix_spec(&mut spec)?;
     // runc's cgroup rules where libcgroups differs (engine::cgroup_compat).
     crate::engine::cgroup_compat::fix_spec(&mut spec);
-    // In a joined PID namespace libcontainer 0.7 reads the wrong host process's
-    // cgroups for a v1 `cgroup` mount: siloc makes it (engine::pidns_cgroup).
+    // libcontainer 0.7 makes a v1 `cgroup` mount with a writable tmpfs, one mountinfo
+    // read per hierarchy, and the wrong cgroups in a joined PID namespace: siloc makes
+    // it (engine::pidns_cgroup).
     let own_cgroup_mounts =
         crate::engine::pidns_cgroup::take(&mut spec, crate::engine::cgroup_compat::host_is_v2());
     // Also under the systemd driver: a unified key must not leave the cgroup.
@@ -366,14 +365,6 @@ fn create_prepared(
         (Ok(c), _) => c,
     };
     test_hooks::crash_point("after-libcontainer");
-    // runc's mount semantics and the per-mount options, from one helper in the
-    // container's mount namespace (engine::post_build).
-    if let Some(pid) = c.pid()
-        && let Err(e) = crate::engine::post_build::apply(&mount_plan, &spec, pid, &baseline)
-    {
-        let _ = c.delete(true);
-        return Err(e.into());
-    }
     // Per-device blkio weights and pids.max 1 (engine::cgroup_compat), before the
     // container starts.
     if let (Some(pid), Some((mounts, _))) = (c.pid(), &cgroup_facts)
@@ -382,9 +373,18 @@ fn create_prepared(
         let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
     }
-    // The init is in all of its cgroups (named ones too: born there).
+    // The v1 cgroup mounts, runc's mount semantics and the per-mount options, from one
+    // helper in the container's mount namespace (engine::post_build). The init is in
+    // all of its cgroups (named ones too: born there).
     if let Some(pid) = c.pid()
-        && let Err(e) = crate::engine::pidns_cgroup::apply(&own_cgroup_mounts, pid)
+        && let Err(e) = crate::engine::post_build::apply(
+            own_cgroup_mounts,
+            &mount_plan,
+            &spec,
+            pid,
+            &baseline,
+            cgroup_facts.as_ref().map(|(m, _)| m.as_slice()),
+        )
     {
         let _ = delete_engine(&mut c, true, None);
         return Err(e.into());
