@@ -554,6 +554,21 @@ fn terminal_without_onlcr_owned_by_the_process_and_sized() {
     let (code, out, err) = run(&env, &b, "tty");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "hello\n1000:1001\n30 100\n", "{err}");
+    // A relative --bundle (libcontainer changes the working directory during create;
+    // the console's owner came out 0:0).
+    let id = env.id("ttyrel");
+    let o = env
+        .cmd(&["run", "--bundle", "b", &id])
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n1000:1001\n30 100\n",
+        "{err}"
+    );
 }
 
 /// Accepts one connection on a console socket and returns the pty master sent on it
