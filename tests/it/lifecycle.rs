@@ -804,6 +804,11 @@ fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
     let err = std::fs::read_to_string(out.path()).unwrap();
     assert!(!status.unwrap().success());
     assert!(err.contains(&format!("cgroup {dir} is frozen")), "{err}");
+    // runc 1.1.5's words (it says them for a frozen cgroup itself)
+    assert!(
+        err.contains("container's cgroup unexpectedly frozen"),
+        "{err}"
+    );
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     drop(guard);
 }
