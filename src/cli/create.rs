@@ -55,7 +55,10 @@ impl CreateArgs {
         let abs = |p: &PathBuf| crate::sys::paths::absolute_clean(p);
         Ok(CreateRequest {
             id: self.id.clone(),
-            bundle: self.bundle.clone(),
+            // Absolute, as runc records it: libcontainer changes the working
+            // directory during create, and the bundle is read again after it (the
+            // console's owner).
+            bundle: abs(&self.bundle)?,
             init: InitOptions {
                 pid_file: self.pid_file.as_ref().map(abs).transpose()?,
                 console_socket: self.console_socket.as_ref().map(abs).transpose()?,

@@ -237,6 +237,21 @@ pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     for w in crate::lifecycle::spec_compat::process_json(&mut doc) {
         tracing::warn!("{w}");
     }
+    // A foreground `exec -t` relayed by siloc: the pty gets the caller's window size
+    // before the program runs (console_fixup::in_container applies consoleSize),
+    // not only once the relay starts, after it (runc resizes after the start too,
+    // racing the program).
+    if !a.detach
+        && a.console_socket.is_none()
+        && doc.get("terminal") == Some(&serde_json::Value::Bool(true))
+        && let Some((rows, cols)) = super::tty::caller_window_size()
+        && let Some(o) = doc.as_object_mut()
+    {
+        o.insert(
+            "consoleSize".into(),
+            serde_json::json!({"height": rows, "width": cols}),
+        );
+    }
     let mut generated = None;
     let rec = record::dir(&ctx.root, &a.id);
     let dir = if rec.is_dir() {

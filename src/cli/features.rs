@@ -169,10 +169,43 @@ fn io_offers() -> serde_json::Value {
     json!({"cgroup": cgroup.word(), "disks": per})
 }
 
-/// libcontainer's mount options plus the ones siloc makes itself (`idmap`, `ridmap`:
-/// src/engine/idmapped_mounts.rs).
+/// runc's recursive mount options (runtime-spec config.md "mount options": `rro`,
+/// `rnosuid`, ..., applied with mount_setattr(2) `AT_RECURSIVE`); those libcontainer
+/// parses are listed by [`mount_options`].
+const RECURSIVE_OPTIONS: &[&str] = &[
+    "rro",
+    "rrw",
+    "rnosuid",
+    "rsuid",
+    "rnodev",
+    "rdev",
+    "rnoexec",
+    "rexec",
+    "rnodiratime",
+    "rdiratime",
+    "rrelatime",
+    "rnorelatime",
+    "rnoatime",
+    "ratime",
+    "rstrictatime",
+    "rnostrictatime",
+    "rnosymfollow",
+    "rsymfollow",
+];
+
+/// libcontainer's mount options, the recursive ones its parser takes (it applies them
+/// with mount_setattr(2) to bind and other mounts; its `known_options` leaves them
+/// out), plus the ones siloc makes itself (`idmap`, `ridmap`:
+/// src/engine/idmapped_mounts.rs; `tmpcopyup`).
 fn mount_options() -> Vec<String> {
+    use std::str::FromStr;
     let mut v = libcontainer::syscall::linux::MountOption::known_options();
+    v.extend(
+        RECURSIVE_OPTIONS
+            .iter()
+            .filter(|o| libcontainer::syscall::linux::MountRecursive::from_str(o).is_ok())
+            .map(|o| o.to_string()),
+    );
     v.extend([
         crate::engine::idmapped_mounts::IDMAP.to_string(),
         crate::engine::idmapped_mounts::RIDMAP.to_string(),
@@ -214,6 +247,10 @@ mod tests {
         assert!(f.annotations().as_ref().unwrap()["io.siloc.runc.compat"].contains("pidfd-socket"));
         let opts = f.mount_options().as_ref().unwrap();
         assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
+        // libcontainer 0.7 applies every recursive option runc 1.1.5 lists
+        for o in super::RECURSIVE_OPTIONS {
+            assert!(opts.contains(&o.to_string()), "{o}");
+        }
         let mp = f.linux().as_ref().unwrap().memory_policy().clone().unwrap();
         assert!(
             mp.modes()

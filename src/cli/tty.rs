@@ -102,6 +102,15 @@ pub(crate) fn copy_window_size(master: RawFd) {
     }
 }
 
+/// The window size of our stdin when it is a terminal: (rows, columns), `None` when
+/// stdin is no terminal or its size is 0x0 (TIOCGWINSZ, tty_ioctl(4)).
+pub(crate) fn caller_window_size() -> Option<(u16, u16)> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize, which lives across the call.
+    let r = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
 /// A running relay between our stdio and a pty master.
 pub(crate) struct Relay {
     master: OwnedFd,

@@ -3,19 +3,22 @@
 //! libcontainer gap covered: libcontainer 0.7 moves its intermediate process into the
 //! container's cgroup and then waits on it without a timeout; in a frozen cgroup
 //! (cgroup v1 freezer `FROZEN`, or under a frozen ancestor; cgroup v2 `cgroup.freeze`
-//! 1 on it or an ancestor) that process stops at once and `create` hangs for good
-//! (runc 1.1.5 hangs the same way). siloc refuses such a cgroup by name before
-//! anything is made. Delete this module when libcontainer fails instead of hanging.
+//! 1 on it or an ancestor) that process stops at once and `create` hangs for good.
+//! runc 1.1.5 refuses a frozen cgroup itself with "container's cgroup unexpectedly
+//! frozen" and hangs (its init in D state) under a frozen ancestor. siloc refuses
+//! both by name before anything is made, in runc's words first. Delete this module
+//! when libcontainer fails instead of hanging.
 
 use std::path::{Path, PathBuf};
 
 use crate::sys::mountinfo::Mount;
 
-/// The cgroup is frozen: nothing was created.
+/// The cgroup (or an ancestor) is frozen: nothing was created. The text starts with
+/// runc 1.1.5's (as `runc create` prints it) for scripts that match it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cgroup {0} is frozen: a container created in it would hang; thaw it first \
-     (cgroup v1 freezer.state THAWED, v2 cgroup.freeze 0)"
+    "container's cgroup unexpectedly frozen: cgroup {0} is frozen: a container created \
+     in it would hang; thaw it first (cgroup v1 freezer.state THAWED, v2 cgroup.freeze 0)"
 )]
 pub struct FrozenCgroupError(pub PathBuf);
 

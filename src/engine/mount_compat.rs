@@ -38,7 +38,7 @@
 //!    covered directory is read through a non-recursive `open_tree(OPEN_TREE_CLONE)`
 //!    of the mount that holds it (the parent's), where nothing covers it.
 //! 2. bind mounts: the cleared flags among the options (`rw`, `suid`, `dev`, `exec`,
-//!    `atime`, `diratime`; the last of `ro`/`rw` etc. wins) are cleared with
+//!    `atime` or `relatime`, `diratime`; the last of `ro`/`rw` etc. wins) are cleared with
 //!    mount_setattr(2). libcontainer 0.7 only ever sets flags, so a bind of a `nosuid`
 //!    or read-only source kept them. In a container with a user namespace, the
 //!    flags the source has (statvfs(2)) are kept: the kernel locks them in a less
@@ -123,7 +123,7 @@ pub struct ClearFlags {
     pub destination: String,
     /// `MOUNT_ATTR_*` bits to clear.
     pub clear: u64,
-    /// `atime`: the atime mode becomes `relatime` (the kernel's default).
+    /// `atime` or `relatime`: the atime mode becomes `relatime` (the kernel's default).
     pub atime: bool,
 }
 
@@ -236,8 +236,11 @@ fn last_of(opts: &[String], set: &str, clear: &str) -> Option<bool> {
 }
 
 /// The `MOUNT_ATTR_*` bits of a bind mount's options that end cleared (`rw`, `suid`,
-/// `dev`, `exec`, `diratime` last among their pair), and whether `atime` asks the
-/// atime mode back to relatime (no `noatime`, `strictatime` or `relatime` after it).
+/// `dev`, `exec`, `diratime` last among their pair), and whether `atime` or
+/// `relatime` asks the atime mode back to relatime (no `noatime` or `strictatime`
+/// after it). libcontainer ORs `MS_RELATIME` into the source's flags, and the kernel
+/// keeps a source's `noatime` over it (fs/namespace.c: `MS_NOATIME` wins), where runc
+/// 1.1.5 and 1.2 give `relatime`.
 pub fn cleared_flags(opts: &[String]) -> (u64, bool) {
     let mut clear = 0;
     for (set, unset, bit) in [
@@ -255,7 +258,7 @@ pub fn cleared_flags(opts: &[String]) -> (u64, bool) {
         .iter()
         .rev()
         .find(|o| matches!(o.as_str(), "atime" | "noatime" | "strictatime" | "relatime"))
-        .is_some_and(|o| o == "atime");
+        .is_some_and(|o| o == "atime" || o == "relatime");
     (clear, atime)
 }
 
@@ -794,6 +797,8 @@ mod tests {
         assert_eq!(cleared_flags(&o(&["rw", "ro", "nosuid"])), (0, false));
         assert_eq!(cleared_flags(&o(&["noatime", "atime"])), (0, true));
         assert_eq!(cleared_flags(&o(&["atime", "noatime"])), (0, false));
+        assert_eq!(cleared_flags(&o(&["noatime", "relatime"])), (0, true));
+        assert_eq!(cleared_flags(&o(&["relatime", "strictatime"])), (0, false));
         assert_eq!(cleared_flags(&o(&["rbind"])), (0, false));
     }
 

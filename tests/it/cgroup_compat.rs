@@ -681,3 +681,36 @@ fn a_foreground_run_leaves_its_extra_cgroups_before_delete() {
     assert_eq!(cgroup_dirs(&id), Vec::<PathBuf>::new(), "cgroups left");
     env.assert_no_trace(&id);
 }
+
+/// `hugepageLimits` reach the v1 hugetlb controller for each page size the host has
+/// (`2MB`, `1GB`: the kernel's names), as under runc 1.1.5 (issue 19 item 7: it used
+/// to fail as "malformed page size"), and leave the other size unlimited.
+#[test]
+fn hugetlb_limits_reach_the_cgroup() {
+    needs_v1!();
+    let sizes: Vec<&str> = [("2MB", "2048kB"), ("1GB", "1048576kB")]
+        .into_iter()
+        .filter(|(_, kb)| Path::new(&format!("/sys/kernel/mm/hugepages/hugepages-{kb}")).exists())
+        .map(|(name, _)| name)
+        .collect();
+    if sizes.is_empty() || !Path::new(CG).join("hugetlb/cgroup.procs").exists() {
+        eprintln!("SKIP: needs the v1 hugetlb controller and huge page sizes");
+        return;
+    }
+    let env = TestEnv::new();
+    for (i, size) in sizes.iter().enumerate() {
+        let file = format!("/sys/fs/cgroup/hugetlb/hugetlb.{size}.limit_in_bytes");
+        let mut b = env.bundle(&format!("b{i}"), &["cat", &file]);
+        let limit = 1u64 << 30;
+        b.edit(|s| {
+            s["linux"]["resources"]["hugepageLimits"] = json!([{"pageSize": size, "limit": limit}])
+        });
+        let (code, out, err) = common::run(&env, &b, &format!("huge{i}"));
+        assert_eq!(
+            (code, out.trim()),
+            (0, limit.to_string().as_str()),
+            "{size}: {err}"
+        );
+    }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}

@@ -804,6 +804,66 @@ fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
     let err = std::fs::read_to_string(out.path()).unwrap();
     assert!(!status.unwrap().success());
     assert!(err.contains(&format!("cgroup {dir} is frozen")), "{err}");
+    // runc 1.1.5's words (it says them for a frozen cgroup itself)
+    assert!(
+        err.contains("container's cgroup unexpectedly frozen"),
+        "{err}"
+    );
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
     drop(guard);
+}
+
+/// `events` on a container that ends returns (exit 0) once it has stopped, instead of
+/// printing stats forever (runc 1.1.5 goes on until it is killed); `list` on a root
+/// that does not exist prints runc's header only (exit 0) and makes no directory.
+#[test]
+fn events_end_with_the_container_and_list_takes_a_missing_root() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1"]);
+    let id = env.id("events");
+    let _c = Container::start(&env, &b, &id);
+    let mut child = env
+        .cmd(&["events", "--interval", "200ms", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let status = status.expect("events still running 14 s after the container stopped");
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(
+        out.lines().count() >= 1 && out.contains(r#""type":"stats""#),
+        "{out}"
+    );
+
+    let missing = env.dir.path().join("no-such-root");
+    let o = Command::new(common::siloc_bin())
+        .arg("--root")
+        .arg(&missing)
+        .arg("--config")
+        .arg(&env.config)
+        .arg("list")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"]
+    );
+    assert!(!missing.exists());
 }

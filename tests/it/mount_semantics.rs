@@ -100,6 +100,39 @@ fn cleared_bind_flags_are_applied_and_locked_ones_kept() {
     }
 }
 
+/// `relatime` (like `atime`) on a bind of a `noatime` source gives `relatime`, as runc
+/// 1.1.5 and 1.2 give it; libcontainer 0.7 ORs MS_RELATIME into the source's flags and
+/// the kernel kept `noatime`. A bind without an atime option keeps the source's.
+#[test]
+fn relatime_and_atime_replace_a_noatime_source() {
+    needs_root!();
+    use nix::mount::MsFlags;
+    let env = TestEnv::new();
+    let src = env.dir.path().join("src");
+    let _m = flagged_source(&src, MsFlags::MS_NOATIME);
+    let show = "grep -E ' /(rel|at|kept) ' /proc/self/mountinfo | cut -d' ' -f5,6";
+    let mut b = env.bundle("b", &["sh", "-c", show]);
+    b.edit(|s| {
+        let m = s["mounts"].as_array_mut().unwrap();
+        for (dest, opt) in [("/rel", "relatime"), ("/at", "atime"), ("/kept", "rbind")] {
+            m.push(json!({"destination": dest, "type": "bind",
+                          "source": src.to_str().unwrap(), "options": ["rbind", opt]}));
+        }
+    });
+    let (code, out, err) = run(&env, &b, "relatime");
+    assert_eq!(code, 0, "{err}");
+    for (point, want) in [
+        ("/rel", "relatime"),
+        ("/at", "relatime"),
+        ("/kept", "noatime"),
+    ] {
+        let o = options_of(&out, point);
+        assert_eq!(o.len(), 1, "{out}");
+        let atime: Vec<&str> = o[0].split(',').filter(|f| f.ends_with("atime")).collect();
+        assert_eq!(atime, [want], "{point}: {out}");
+    }
+}
+
 /// `ro` on the `/dev` mount: the devices are made, then /dev is read-only (runc's
 /// finalizeRootfs, crun alike; libcontainer 0.7 left it read-write).
 #[test]

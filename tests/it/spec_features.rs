@@ -554,6 +554,21 @@ fn terminal_without_onlcr_owned_by_the_process_and_sized() {
     let (code, out, err) = run(&env, &b, "tty");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "hello\n1000:1001\n30 100\n", "{err}");
+    // A relative --bundle (libcontainer changes the working directory during create;
+    // the console's owner came out 0:0).
+    let id = env.id("ttyrel");
+    let o = env
+        .cmd(&["run", "--bundle", "b", &id])
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n1000:1001\n30 100\n",
+        "{err}"
+    );
 }
 
 /// Accepts one connection on a console socket and returns the pty master sent on it
@@ -630,6 +645,39 @@ fn a_callers_console_socket_gets_the_fixed_terminal() {
     assert_eq!(exec_out, "1002:1003\n20 60\nhello\n");
     env.ok(&["kill", &c.id, "KILL"]);
     assert_eq!(reader.join().unwrap(), "1000:1001\n30 100\nhello\n");
+}
+
+/// A foreground `exec -t` from a terminal: the program sees the caller's window size
+/// from its first instruction (siloc gives it as the process's consoleSize). The
+/// size used to be copied once the relay started, after the program ran: `stty
+/// size` saw 0x0 ("stty: standard input"); runc 1.1.5 races the same way.
+#[test]
+fn exec_tty_takes_the_callers_window_size_before_the_program_runs() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let c = Container::start(&env, &b, &env.id("execsize"));
+    let pty = nix::pty::openpty(
+        Some(&nix::pty::Winsize {
+            ws_row: 21,
+            ws_col: 77,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        }),
+        None,
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let o = env
+            .cmd(&["exec", "-t", &c.id, "stty", "size"])
+            .stdin(std::fs::File::from(pty.slave.try_clone().unwrap()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "21 77\n", "{err}");
+    }
+    drop(pty);
 }
 
 /// `exec -t` relayed by siloc: even the first line arrives as `text\n` (the pty is
