@@ -125,14 +125,22 @@ impl Entry {
 /// Errors from the pool; each names the file or the request.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum IdPoolError {
+    /// No free range: names the pool (its first host uid/gid and size, the
+    /// `[userns] pool_start`/`pool_size` in force) and its table file, so that a host
+    /// with several siloc configs (the shim's `SILOC_CONFIG`, podman's default) shows
+    /// which pool is full.
     #[error(
         "ID pool exhausted: no free range of {size} IDs in the pool of {pool_size} IDs \
-         ({live} ranges or spec mappings live); delete containers or enlarge [userns] \
-         pool_size"
+         from uid {uid_start}/gid {gid_start} (table {}; {live} ranges or spec mappings \
+         live); delete containers or enlarge [userns] pool_size",
+        table.display()
     )]
     Exhausted {
         size: u32,
         pool_size: u32,
+        uid_start: u32,
+        gid_start: u32,
+        table: PathBuf,
         live: usize,
     },
     #[error(
@@ -351,11 +359,15 @@ impl IdPool {
                 return Err(IdPoolError::AlreadyHeld(id.to_string()));
             }
             reclaim(&mut t.entries, self.alive);
-            let offset = choose(&t.entries, pool, size, prefer).ok_or(IdPoolError::Exhausted {
-                size,
-                pool_size: pool.size,
-                live: t.entries.len(),
-            })?;
+            let offset =
+                choose(&t.entries, pool, size, prefer).ok_or_else(|| IdPoolError::Exhausted {
+                    size,
+                    pool_size: pool.size,
+                    uid_start: pool.uid_start,
+                    gid_start: pool.gid_start,
+                    table: self.table_path(),
+                    live: t.entries.len(),
+                })?;
             let r = pool.range_at(offset, size);
             t.entries.push(Entry {
                 root: self.root.clone(),
@@ -877,6 +889,24 @@ mod tests {
         assert_eq!(b.allocate("x", 65536).unwrap().uid, 100_000);
         let held: Vec<_> = b.entries().unwrap().into_iter().map(|e| e.id).collect();
         assert_eq!(held, ["live", "x"]);
+    }
+
+    /// The exhaustion error names which pool is full (first IDs, size, table file):
+    /// a node with the shim's SILOC_CONFIG and podman's default has two.
+    #[test]
+    fn exhausted_names_the_pool_and_its_table() {
+        let d = tempfile::tempdir().unwrap();
+        let p = at(d.path(), "/r", 65536, always);
+        p.allocate("a", 65536).unwrap();
+        let e = p.allocate("b", 65536).unwrap_err().to_string();
+        let table = d.path().join("pool").join(TABLE_FILE);
+        assert!(e.contains("ID pool exhausted"), "{e}");
+        assert!(
+            e.contains("the pool of 65536 IDs from uid 100000/gid 200000"),
+            "{e}"
+        );
+        assert!(e.contains(&format!("table {}", table.display())), "{e}");
+        assert!(e.contains("[userns] pool_size"), "{e}");
     }
 
     #[test]
