@@ -13,6 +13,7 @@
 mod common;
 
 mod bad_input;
+mod binary_layout;
 mod cgroup_compat;
 mod cgroup_races;
 mod exec_root_modes;
