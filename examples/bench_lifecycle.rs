@@ -5,7 +5,10 @@
 //!   containerd's shim does: it is the child subreaper, so the container's init is
 //!   re-parented to it and it waits for the exit directly instead of polling `state`;
 //! - `run`: foreground `run` of `true` (the runtime waits for the exit and deletes);
-//! - `parallel`: `--runs` foreground runs, `--jobs` at a time, timed as one batch.
+//! - `parallel`: `--runs` foreground runs, `--jobs` at a time, timed as one batch;
+//! - `exec`: `exec` of `true` into a running container (one per runtime, started
+//!   with `run --detach` before the rounds and deleted after), in the foreground: the
+//!   runtime waits for the exit.
 //!
 //! Runtimes take turns within each round so that load on the machine spreads over all
 //! of them. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
@@ -30,8 +33,12 @@ struct Args {
     /// Rounds: lifecycles (and foreground runs) per runtime, batches for `parallel`
     #[arg(long, default_value_t = 100)]
     n: usize,
-    /// What to measure: lifecycle, run, parallel
-    #[arg(long, value_delimiter = ',', default_value = "lifecycle,run,parallel")]
+    /// What to measure: lifecycle, run, parallel, exec
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lifecycle,run,parallel,exec"
+    )]
     modes: Vec<String>,
     /// Foreground runs per batch in `parallel`
     #[arg(long, default_value_t = 100)]
@@ -294,7 +301,9 @@ fn make_bundle(dir: &Path, siloc: &Path) {
         std::fs::create_dir_all(rootfs.join(d)).expect("mkdir");
     }
     std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy /bin/busybox");
-    std::os::unix::fs::symlink("busybox", rootfs.join("bin/true")).expect("symlink");
+    for applet in ["true", "sleep"] {
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).expect("symlink");
+    }
     let st = Command::new(siloc)
         .args(["spec", "--bundle"])
         .arg(dir)
@@ -502,6 +511,101 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     );
 }
 
+/// A bundle beside `bundle` whose container sleeps (for `exec`), on the same rootfs.
+fn make_sleep_bundle(bundle: &Path, dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let mut spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).expect("read"))
+            .expect("json");
+    spec["process"]["args"] = serde_json::json!(["sleep", "1000000"]);
+    spec["root"]["path"] = bundle.join("rootfs").to_str().expect("utf-8 path").into();
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_vec_pretty(&spec).expect("json"),
+    )
+    .expect("write");
+}
+
+fn bench_exec(args: &Args, rts: &[Runtime], work: &Path, b: &Bench) {
+    let bundle = work.join("bundle-sleep");
+    let bs = bundle.to_str().expect("utf-8 path");
+    // One running container per runtime; a runtime whose container does not start is
+    // reported and left out.
+    let mut live = Vec::new();
+    for (k, r) in rts.iter().enumerate() {
+        // the pid: cgroups are named after ids, and other runs may be on the host
+        let id = format!("exec-{}-{}", r.name, std::process::id());
+        let (ok, _) = r.cmd(&["run", "--detach", "--bundle", bs, &id], &b.dog, b.timeout);
+        if ok {
+            live.push((k, id));
+        } else {
+            println!("note: {}: run --detach failed; no exec figures", r.name);
+            let _ = r.cmd(&["delete", "--force", &id], &b.dog, b.timeout);
+        }
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
+    let mut rss: Vec<Vec<i64>> = vec![Vec::new(); rts.len()];
+    let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
+    let mut failures = vec![0usize; rts.len()];
+    for (k, id) in &live {
+        let _ = rts[*k].cmd(&["exec", id, "true"], &b.dog, b.timeout);
+    }
+    let t0 = Instant::now();
+    for i in 0..args.n {
+        for (k, id) in &live {
+            let t = Instant::now();
+            let (ok, m, c) = rts[*k].cmd_cpu(&["exec", id, "true"], &b.dog, b.timeout);
+            let d = t.elapsed();
+            if ok {
+                times[*k].push(d);
+                rss[*k].push(m);
+                cpus[*k].push(c);
+            } else {
+                failures[*k] += 1;
+            }
+        }
+        if (i + 1) % 20 == 0 {
+            eprintln!("  exec {}/{} rounds, {:.0?}", i + 1, args.n, t0.elapsed());
+        }
+    }
+    for (k, id) in &live {
+        let _ = rts[*k].cmd(&["delete", "--force", id], &b.dog, b.timeout);
+    }
+    println!(
+        "\nexec of `true` into a running container (n={})\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        args.n, "runtime", "median ms", "p90 ms", "CPU ms", "RSS MiB", "failed"
+    );
+    let mut names = Vec::new();
+    let mut med = Vec::new();
+    let mut mcpu = Vec::new();
+    let mut mrss = Vec::new();
+    for (k, _) in &live {
+        let mut t = times[*k].clone();
+        t.sort();
+        let p90 = t.get(t.len() * 9 / 10).copied().unwrap_or_default();
+        names.push(rts[*k].name.as_str());
+        med.push(ms(median(t)));
+        mcpu.push(ms(median(cpus[*k].clone())));
+        mrss.push(mib(median(rss[*k].clone())));
+        let j = med.len() - 1;
+        println!(
+            "{:<8} {:>10.2} {:>10.2} {:>10.2} {:>10.1} {:>8}",
+            rts[*k].name,
+            med[j],
+            ms(p90),
+            mcpu[j],
+            mrss[j],
+            failures[*k]
+        );
+    }
+    // Ratios only with siloc's own figures.
+    if live.first().is_some_and(|(k, _)| *k == 0) {
+        ratios("exec median", &names, &med, "ms");
+        ratios("exec CPU median", &names, &mcpu, "ms");
+        ratios("exec peak RSS median", &names, &mrss, "MiB");
+    }
+}
+
 fn main() {
     let args = Args::parse();
     if !nix::unistd::geteuid().is_root() {
@@ -509,8 +613,8 @@ fn main() {
         std::process::exit(1);
     }
     for m in &args.modes {
-        if !matches!(m.as_str(), "lifecycle" | "run" | "parallel") {
-            eprintln!("bench-lifecycle: unknown mode {m:?} (lifecycle, run, parallel)");
+        if !matches!(m.as_str(), "lifecycle" | "run" | "parallel" | "exec") {
+            eprintln!("bench-lifecycle: unknown mode {m:?} (lifecycle, run, parallel, exec)");
             std::process::exit(2);
         }
     }
@@ -521,6 +625,7 @@ fn main() {
         .expect("work dir");
     let bundle = work.path().join("bundle");
     make_bundle(&bundle, &args.siloc);
+    make_sleep_bundle(&bundle, &work.path().join("bundle-sleep"));
     let siloc = std::fs::canonicalize(&args.siloc).expect("siloc binary");
     let mut runtimes = vec![Runtime {
         name: "siloc".into(),
@@ -546,6 +651,7 @@ fn main() {
         match m.as_str() {
             "lifecycle" => bench_lifecycle(&args, &runtimes, &bundle, work.path(), &b),
             "run" => bench_run(&args, &runtimes, &bundle, &b),
+            "exec" => bench_exec(&args, &runtimes, work.path(), &b),
             _ => bench_parallel(&args, &runtimes, &bundle, &b),
         }
     }

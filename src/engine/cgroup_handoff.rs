@@ -15,18 +15,28 @@
 //! in, its move back and the intermediate's moves now fall within one window: one
 //! grace period per create, as crun.
 //!
-//! How: [`Handoff::start`] moves the caller in (exec_cgroup's `Join::into_dirs`, the
-//! mechanism exec uses) and starts a watcher thread, which polls the calling thread's
+//! How: [`Handoff::start`] moves the caller in (exec_cgroup's [`Moves`], opened
+//! beforehand) and starts a watcher thread, which polls the calling thread's
 //! children (`/proc/thread-self/children`, `CONFIG_PROC_CHILDREN`; proc(5)). Once a
 //! child appears that was not there at the start it writes the caller's pid back into
 //! the caller's own cgroups: libcontainer 0.7 forks nothing in the caller before its
-//! intermediate process (`container_main_process`), and a child listed there has been
-//! forked, so it is in the extra cgroups whatever the caller does next.
+//! intermediate process (`container_main_process`, for the init and for a tenant
+//! alike), and a child listed there has been forked, so it is in the extra cgroups
+//! whatever the caller does next.
 //! [`Handoff::finish`] (or the drop, on every error path) stops the watcher and moves
 //! the caller back itself when the watcher did not: libcontainer failed before it
 //! forked, or the kernel has no children file. Either way the caller is back in its
 //! own cgroups before create returns, so a failed create can remove the directories and
 //! a foreground `run` can delete its container (rmdir refuses a populated cgroup).
+//!
+//! exec does the same ([`Handoff::prepare`], then [`Prepared::start`]), in two steps:
+//! the `cgroup.procs` files and the children file are opened while siloc is still in
+//! the host's user namespace (the kernel checks a migration against the opener's
+//! credentials, Linux 5.16+), and the watcher starts after siloc joined the
+//! container's user namespace, which `setns(2)` allows only a single-threaded caller.
+//! Before, exec went back only after libcontainer returned, 5-75 ms after the
+//! intermediate's moves under strace on the dev host, and paid a second grace period
+//! when that was more than one.
 //!
 //! The thread and libcontainer's fork: libcontainer forks its intermediate process with
 //! a raw `clone3`, which runs no `pthread_atfork` handler, so the child would inherit
@@ -47,7 +57,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::cgroup_compat::hierarchies;
-use super::exec_cgroup::{ExecCgroupError, Join};
+use super::exec_cgroup::{ExecCgroupError, Moves};
 use crate::sys::mountinfo::Mount;
 
 /// The watcher's poll interval for the first [`FAST_POLLS`] polls: libcontainer forks
@@ -80,24 +90,57 @@ pub struct Handoff {
     watcher: Option<JoinHandle<()>>,
 }
 
+/// A handoff whose files are open and which has moved nothing yet
+/// ([`Handoff::prepare`]).
+pub struct Prepared {
+    moves: Moves,
+    /// The calling thread's `/proc/thread-self/children`, when the kernel has it.
+    children: Option<File>,
+}
+
 impl Handoff {
     /// Moves the caller into `dirs` (one directory per extra hierarchy, from
     /// cgroup_compat::make_extra; hierarchies from the host's `mounts`) and starts the
-    /// watcher. Nothing happens for no `dirs`. Call it right before libcontainer's
-    /// build, and before the caller's thread joins other namespaces (the watcher stays
-    /// in the caller's).
+    /// watcher: [`Handoff::prepare`] and [`Prepared::start`] at once. Nothing happens
+    /// for no `dirs`. Call it right before libcontainer's build, and before the
+    /// caller's thread joins other namespaces (the watcher stays in the caller's).
     ///
-    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` refused; the caller
-    /// is back in its own cgroups then.
+    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` that cannot be
+    /// opened or refused the move; the caller is back in its own cgroups then.
     pub fn start(mounts: &[Mount], dirs: &[PathBuf]) -> Result<Handoff, ExecCgroupError> {
+        Handoff::prepare(Moves::open(&hierarchies(mounts), dirs)?).start()
+    }
+
+    /// Opens what the handoff of `moves` needs besides them (the calling thread's
+    /// children file) and moves nothing: the caller may then join the container's
+    /// user namespace before [`Prepared::start`]. Call it on the thread that calls
+    /// libcontainer.
+    pub fn prepare(moves: Moves) -> Prepared {
+        let children = if moves.is_empty() {
+            None
+        } else {
+            File::open("/proc/thread-self/children").ok()
+        };
+        Prepared { moves, children }
+    }
+}
+
+impl Prepared {
+    /// Moves the caller in and starts the watcher (module doc). Nothing happens for no
+    /// moves. Call it right before libcontainer's build, on the thread that
+    /// [`Handoff::prepare`]d.
+    ///
+    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` that refused the
+    /// move; the caller is back in its own cgroups then.
+    pub fn start(self) -> Result<Handoff, ExecCgroupError> {
         let mut h = Handoff {
             shared: None,
             watcher: None,
         };
-        if dirs.is_empty() {
+        if self.moves.is_empty() {
             return Ok(h);
         }
-        let back = Join::into_dirs(&hierarchies(mounts), dirs)?.take_back();
+        let back = self.moves.enter()?;
         let shared = Arc::new(Shared {
             back,
             me: std::process::id().to_string().into_bytes(),
@@ -106,7 +149,7 @@ impl Handoff {
             moved: AtomicBool::new(false),
         });
         h.shared = Some(shared.clone());
-        let Ok(children) = File::open("/proc/thread-self/children") else {
+        let Some(children) = self.children else {
             return Ok(h);
         };
         let mut before = vec![0u8; 4096];
@@ -128,7 +171,9 @@ impl Handoff {
         }
         Ok(h)
     }
+}
 
+impl Handoff {
     /// Stops the watcher and moves the caller back into its own cgroups if the watcher
     /// did not. Returns whether the watcher did (libcontainer forked within it).
     pub fn finish(mut self) -> bool {
@@ -152,7 +197,7 @@ impl Handoff {
             let mut f: &File = f;
             if let Err(e) = f.write_all(&s.me) {
                 tracing::warn!(
-                    "create: back to siloc's own cgroup {}: {e}",
+                    "back to siloc's own cgroup {}: {e}",
                     dir.join("cgroup.procs").display()
                 );
             }

@@ -8,8 +8,11 @@
 //! init is (engine::cgroup_compat). And `exec --cgroup` was accepted and ignored.
 //!
 //! - The extra hierarchies: the calling siloc process joins the container's cgroup
-//!   there before libcontainer forks (its children inherit it) and goes back after
-//!   ([`Join`]), so the exec'd process is in them before it runs.
+//!   there right before libcontainer forks (its children inherit it) and goes back the
+//!   moment libcontainer has forked (engine::cgroup_handoff, the mechanism create
+//!   uses), so the exec'd process is in them before it runs and the moves share one
+//!   RCU grace period with the intermediate's own. [`Join::enter`] only checks and
+//!   opens the files; [`Moves`] are the moves themselves.
 //! - `--cgroup PATH` (one path for every controller): checked to exist in every
 //!   hierarchy below the container's cgroup, and handed to libcontainer's
 //!   `with_sub_cgroup`; the extras get it too.
@@ -142,10 +145,6 @@ pub fn targets(
     Ok(t)
 }
 
-fn join(dir: &Path, pid: i32) -> Result<(), ExecCgroupError> {
-    write_pid(&mut open_procs(dir)?, dir, pid)
-}
-
 /// `dir`'s cgroup.procs, opened for writing now: the kernel checks a migration against
 /// the opener's credentials (Linux 5.16+, cgroup_procs_write_permission), so the file
 /// still works after the caller joined the container's user namespace.
@@ -160,8 +159,7 @@ fn open_procs(dir: &Path) -> Result<std::fs::File, ExecCgroupError> {
         })
 }
 
-fn write_pid(f: &mut std::fs::File, dir: &Path, pid: i32) -> Result<(), ExecCgroupError> {
-    use std::io::Write;
+fn write_pid(f: &mut impl std::io::Write, dir: &Path, pid: i32) -> Result<(), ExecCgroupError> {
     f.write_all(pid.to_string().as_bytes())
         .map_err(|e| ExecCgroupError::Join {
             path: dir.join("cgroup.procs"),
@@ -169,26 +167,30 @@ fn write_pid(f: &mut std::fs::File, dir: &Path, pid: i32) -> Result<(), ExecCgro
         })
 }
 
-/// The caller in the container's extra cgroups while libcontainer forks; back in its
-/// own when dropped or [`Join::finish`]ed.
+/// What exec does with cgroups besides libcontainer's own moves (module doc): the
+/// extra hierarchies' [`Moves`] for engine::cgroup_handoff, the sub-cgroup for
+/// libcontainer, and the per-controller moves after it.
 pub struct Join {
     sub_cgroup: Option<String>,
-    back: Vec<(PathBuf, std::fs::File)>,
+    pre: Moves,
     post: Vec<(PathBuf, std::fs::File)>,
 }
 
 impl Join {
-    /// Checks `args` (runc's `--cgroup`) against container init `init` and moves the
-    /// caller into the extra hierarchies' targets. No init (a stopped container): no
-    /// moves, libcontainer refuses the exec. Call it before joining the container's
-    /// user namespace.
+    /// Checks `args` (runc's `--cgroup`) against container init `init` and opens every
+    /// `cgroup.procs` exec writes: the extra hierarchies' targets and the caller's own
+    /// cgroups there ([`Moves::open`]), and the per-controller sub-cgroups. Moves
+    /// nothing. No init (a stopped container): nothing to open, libcontainer refuses
+    /// the exec. Call it before joining the container's user namespace: the files
+    /// are opened with the host's credentials, which the kernel checks at the write
+    /// (Linux 5.16+, cgroup_procs_write_permission).
     ///
-    /// Errors: [`ExecCgroupError`]; the caller is back in its own cgroups then.
+    /// Errors: [`ExecCgroupError`] naming the argument, controller or `cgroup.procs`.
     pub fn enter(init: Option<i32>, args: &[String]) -> Result<Join, ExecCgroupError> {
         let subs = parse(args)?;
         let mut j = Join {
             sub_cgroup: None,
-            back: Vec::new(),
+            pre: Moves::default(),
             post: Vec::new(),
         };
         let Some(init) = init else {
@@ -203,45 +205,14 @@ impl Join {
             let f = open_procs(&dir)?;
             j.post.push((dir, f));
         }
-        j.back = Self::into_dirs(&all, &t.pre)?.take_back();
+        j.pre = Moves::open(&all, &t.pre)?;
         Ok(j)
     }
 
-    /// Moves the caller (the whole process) into cgroup directories `dirs`, each in
-    /// one of the hierarchies `all`, keeping its own cgroup there open for the way
-    /// back: the processes it forks next are born in them (fork copies the parent's
-    /// cgroups, kernel Documentation/admin-guide/cgroup-v2.rst "Processes"). Used by
-    /// exec ([`Join::enter`]) and by create (engine::cgroup_handoff).
-    ///
-    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` refused; the caller
-    /// is back in its own cgroups then.
-    pub fn into_dirs(all: &[Hierarchy], dirs: &[PathBuf]) -> Result<Join, ExecCgroupError> {
-        let mut j = Join {
-            sub_cgroup: None,
-            back: Vec::new(),
-            post: Vec::new(),
-        };
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let me = std::process::id() as i32;
-        for dir in dirs {
-            let Some(h) = all.iter().find(|h| dir.starts_with(&h.mount_point)) else {
-                continue;
-            };
-            if let Some(rel) = path_in(&own, h) {
-                let mine = h.mount_point.join(rel.trim_start_matches('/'));
-                let f = open_procs(&mine)?;
-                j.back.push((mine, f));
-            }
-            join(dir, me)?;
-        }
-        Ok(j)
-    }
-
-    /// The way back: each of the caller's own cgroup directories it left, with its
-    /// `cgroup.procs` open for writing. The caller is then in charge of going back
-    /// (engine::cgroup_handoff writes its pid into them).
-    pub fn take_back(&mut self) -> Vec<(PathBuf, std::fs::File)> {
-        std::mem::take(&mut self.back)
+    /// The extra hierarchies' moves, for engine::cgroup_handoff (taken once; empty
+    /// after).
+    pub fn take_moves(&mut self) -> Moves {
+        std::mem::take(&mut self.pre)
     }
 
     /// The sub-cgroup libcontainer's tenant builder gets (`with_sub_cgroup`).
@@ -249,30 +220,87 @@ impl Join {
         self.sub_cgroup.clone()
     }
 
-    /// Moves the caller back and, for per-controller `--cgroup`s, `pid` into them.
+    /// Moves `pid` into the per-controller `--cgroup` sub-cgroups.
     ///
     /// Errors: `pid` cannot be moved.
-    pub fn finish(mut self, pid: i32) -> Result<(), ExecCgroupError> {
-        self.go_back();
-        for (dir, mut f) in std::mem::take(&mut self.post) {
+    pub fn finish(self, pid: i32) -> Result<(), ExecCgroupError> {
+        for (dir, mut f) in self.post {
             write_pid(&mut f, &dir, pid)?;
         }
         Ok(())
     }
+}
 
-    fn go_back(&mut self) {
+/// The caller's (the whole process's) moves into cgroup directories and back, every
+/// `cgroup.procs` opened beforehand ([`Moves::open`]). Used by exec ([`Join`]) and by
+/// create, both through engine::cgroup_handoff.
+#[derive(Default)]
+pub struct Moves {
+    /// Each target directory with its `cgroup.procs`.
+    into: Vec<(PathBuf, std::fs::File)>,
+    /// The caller's own cgroup in each target's hierarchy, with its `cgroup.procs`.
+    back: Vec<(PathBuf, std::fs::File)>,
+}
+
+impl Moves {
+    /// Opens the `cgroup.procs` of `dirs`, each in one of the hierarchies `all` (a
+    /// directory in none is left out), and of the caller's own cgroup in each of
+    /// those hierarchies, for the way back. Moves nothing.
+    ///
+    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` that cannot be
+    /// opened.
+    pub fn open(all: &[Hierarchy], dirs: &[PathBuf]) -> Result<Moves, ExecCgroupError> {
+        let mut m = Moves::default();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        for dir in dirs {
+            let Some(h) = all.iter().find(|h| dir.starts_with(&h.mount_point)) else {
+                continue;
+            };
+            if let Some(rel) = path_in(&own, h) {
+                let mine = h.mount_point.join(rel.trim_start_matches('/'));
+                let f = open_procs(&mine)?;
+                m.back.push((mine, f));
+            }
+            let f = open_procs(dir)?;
+            m.into.push((dir.clone(), f));
+        }
+        Ok(m)
+    }
+
+    /// Whether there is nothing to move.
+    pub fn is_empty(&self) -> bool {
+        self.into.is_empty()
+    }
+
+    /// Moves the caller into the target directories: the processes it forks next are
+    /// born in them (fork copies the parent's cgroups, kernel
+    /// Documentation/admin-guide/cgroup-v2.rst "Processes"). Returns the way back:
+    /// each of the caller's own cgroup directories with its `cgroup.procs` open for
+    /// writing; the caller is then in charge of going back (engine::cgroup_handoff
+    /// writes its pid into them).
+    ///
+    /// Errors: [`ExecCgroupError::Join`] naming the `cgroup.procs` refused; the caller
+    /// is back in its own cgroups then.
+    pub fn enter(self) -> Result<Vec<(PathBuf, std::fs::File)>, ExecCgroupError> {
         let me = std::process::id() as i32;
-        for (dir, mut f) in self.back.drain(..) {
-            if let Err(e) = write_pid(&mut f, &dir, me) {
-                tracing::warn!("exec: back to siloc's own cgroup: {e}");
+        for (dir, f) in &self.into {
+            let mut f: &std::fs::File = f;
+            if let Err(e) = write_pid(&mut f, dir, me) {
+                go_back(&self.back, me);
+                return Err(e);
             }
         }
+        Ok(self.back)
     }
 }
 
-impl Drop for Join {
-    fn drop(&mut self) {
-        self.go_back();
+/// Writes `me` into each of `back`'s `cgroup.procs`, warning about a refusal.
+fn go_back(back: &[(PathBuf, std::fs::File)], me: i32) {
+    for (dir, f) in back {
+        let mut f: &std::fs::File = f;
+        if let Err(e) = write_pid(&mut f, dir, me) {
+            tracing::warn!("back to siloc's own cgroup: {e}");
+        }
     }
 }
 

@@ -341,12 +341,14 @@ pub fn exec(root: &Path, id: &str, o: ExecOptions) -> Result<Pid, EngineError> {
         process: view.process(),
         ..o
     };
-    // Before the user namespace is joined: the caller moves between host cgroups.
+    // Before the user namespace is joined: `--cgroup` checked, every cgroup.procs the
+    // exec writes opened with the host's credentials (exec_cgroup).
     let r = exec_cgroup::Join::enter(c.pid().map(|p| p.as_raw()), &o.cgroup)
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))
-        .and_then(|join| {
+        .and_then(|mut join| {
             let sub = join.sub_cgroup();
-            let pid = exec_built(root, id, &c, o, sub, &mut view)?;
+            let handoff = cgroup_handoff::Handoff::prepare(join.take_moves());
+            let pid = exec_built(root, id, &c, o, sub, &mut view, handoff)?;
             join.finish(pid.as_raw())
                 .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
             Ok(pid)
@@ -371,6 +373,7 @@ fn exec_built(
     o: ExecOptions,
     sub_cgroup: Option<String>,
     view: &mut exec_view::View,
+    handoff: cgroup_handoff::Prepared,
 ) -> Result<Pid, EngineError> {
     let spec = oci_spec::runtime::Spec::load(c.bundle().join("config.json"))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
@@ -422,6 +425,12 @@ fn exec_built(
             SyscallType::default(),
         ))
         .map_err(|e| EngineError::Lib(LibcontainerError::Other(e)))?;
+    // The extra hierarchies (exec_cgroup): siloc joins them right before libcontainer
+    // forks and leaves them the moment it has (cgroup_handoff), after the user
+    // namespace join above, which needs a single-threaded caller.
+    let handoff = handoff
+        .start()
+        .map_err(|e| EngineError::Lib(LibcontainerError::Other(e.to_string())))?;
     let pid = builder
         .with_console_socket(o.console_socket.as_ref())
         .with_preserved_fds(o.preserve_fds)
@@ -436,6 +445,9 @@ fn exec_built(
         .with_ignore_paused(o.ignore_paused)
         .with_sub_cgroup(sub_cgroup)
         .build();
+    crate::lifecycle::test_hooks::crash_point("exec-after-libcontainer");
+    let forked_within = handoff.finish();
+    tracing::debug!(forked_within, "exec cgroup handoff done");
     let pid = pid.map_err(|e| match e {
         // libcontainer's "container state directory does not exist" when the view
         // cannot be searched: say what was denied.

@@ -9,8 +9,10 @@
 
 /// Acts on the hooks named for `point` (`after-idpool`, `after-upper`, `after-mount`,
 /// `before-libcontainer`, `after-libcontainer`, `after-extra-cgroup`: the named or
-/// unified hierarchy's directory made, siloc not yet moved in; and in `delete`:
-/// `delete-after-cgroups`, a stopped container's cgroups removed, its state not yet).
+/// unified hierarchy's directory made, siloc not yet moved in; in `delete`:
+/// `delete-after-cgroups`, a stopped container's cgroups removed, its state not yet;
+/// in `exec`: `exec-after-libcontainer`, libcontainer's build returned, successful or
+/// not, engine::cgroup_handoff not yet finished).
 #[cfg(feature = "test-hooks")]
 pub fn crash_point(point: &str) {
     if std::env::var("SILOC_TEST_CRASH_AT").is_ok_and(|p| p == point) {

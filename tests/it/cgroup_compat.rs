@@ -714,3 +714,140 @@ fn hugetlb_limits_reach_the_cgroup() {
     }
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// Whether process `pid`'s main thread sleeps in `nanosleep`/`clock_nanosleep`
+/// (/proc/PID/syscall, x86_64 numbers 35 and 230): a test-hook stall
+/// (`SILOC_TEST_STALL_AT`), where siloc's exec makes no other sleep on its main thread.
+fn stalled(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .is_ok_and(|s| s.starts_with("35 ") || s.starts_with("230 "))
+}
+
+/// Spawns `siloc exec ARGS` stalled right after libcontainer's build returned
+/// (`exec-after-libcontainer`), waits until it is in the stall, and returns it with
+/// its cgroup path in each extra hierarchy then, and the file its stderr goes to (not
+/// a pipe: a detached exec'd process would hold it open).
+fn exec_stalled(env: &TestEnv, args: &[&str], keys: &[&str]) -> Stalled {
+    let mut a = vec!["exec"];
+    a.extend_from_slice(args);
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = env
+        .cmd(&a)
+        .env("SILOC_TEST_STALL_AT", "exec-after-libcontainer")
+        .stdout(std::process::Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !stalled(child.id()) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("exec {args:?} ended before its stall: {st}");
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "exec {args:?} never reached its stall"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let at: Vec<String> = keys
+        .iter()
+        .map(|k| cgroup_of(child.id() as i32, k))
+        .collect();
+    (child, at, err)
+}
+
+/// [`exec_stalled`]'s siloc process, its cgroups in the stall, its stderr.
+type Stalled = (std::process::Child, Vec<String>, tempfile::NamedTempFile);
+
+/// An exec'd process is born in the container's named and unified cgroups, and
+/// siloc's exec process has left them by the time libcontainer's build returns: it
+/// goes back the moment libcontainer forked (engine::cgroup_handoff), not after
+/// libcontainer returned, which cost a second RCU grace period per exec (it was still
+/// in the container's cgroups at this point). An exec failing after the fork (a
+/// program that does not exist) likewise: siloc back in its own cgroups, nothing of
+/// the exec left in the container's, which keeps running and execs again.
+#[test]
+fn an_exec_leaves_the_extra_cgroups_once_libcontainer_forked() {
+    needs_v1!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let id = env.id("exho");
+    let _g = CgroupGuard(format!("/siloc-{id}"));
+    let want = format!("/siloc-{id}");
+    let extras = extra_hierarchies();
+    assert!(!extras.is_empty(), "no named or unified hierarchy here");
+    let keys: Vec<&str> = extras.iter().map(|(k, _)| *k).collect();
+    let own: Vec<String> = keys
+        .iter()
+        .map(|k| cgroup_of(std::process::id() as i32, k))
+        .collect();
+    let procs = |mount: &str| -> Vec<i32> {
+        read(
+            Path::new(CG)
+                .join(mount)
+                .join(want.trim_start_matches('/'))
+                .join("cgroup.procs"),
+        )
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+    };
+    {
+        let _c = Container::start(&env, &b, &id);
+        let init = init_pid(&env, &id);
+        let pid_file = env.dir.path().join("exec.pid");
+        let pf = pid_file.display().to_string();
+
+        let (mut child, at, err) = exec_stalled(
+            &env,
+            &["-d", "--pid-file", &pf, &id, "sleep", "1000"],
+            &keys,
+        );
+        let siloc = child.id() as i32;
+        assert_eq!(
+            at, own,
+            "siloc's exec in {keys:?} once libcontainer returned"
+        );
+        for (_, mount) in &extras {
+            assert!(!procs(mount).contains(&siloc), "siloc in {mount}");
+        }
+        let st = child.wait().unwrap();
+        assert!(st.success(), "{}", read(err.path()));
+        let pid: i32 = read(&pid_file).parse().unwrap();
+        for k in keys.iter().chain(&["pids", "memory"]) {
+            assert_eq!(cgroup_of(pid, k), want, "exec'd process in {k:?}");
+        }
+        for (_, mount) in &extras {
+            let mut p = procs(mount);
+            p.sort();
+            let mut w = vec![init, pid];
+            w.sort();
+            assert_eq!(p, w, "{mount}: the init and the exec'd process");
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+
+        // Failing after the fork: the init of the exec cannot find its program.
+        let (mut child, at, err) = exec_stalled(&env, &[&id, "/nosuch"], &keys);
+        assert_eq!(at, own, "a failed exec's siloc in {keys:?}");
+        assert!(!child.wait().unwrap().success());
+        let err = read(err.path());
+        assert!(err.contains("/nosuch"), "{err}");
+        let t0 = std::time::Instant::now();
+        for (_, mount) in &extras {
+            // the killed sleep may take a moment to leave
+            let patience = std::time::Duration::from_secs(5);
+            while procs(mount) != vec![init] && t0.elapsed() < patience {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(procs(mount), vec![init], "{mount}: the init alone");
+        }
+        assert_eq!(env.state(&id)["status"], "running");
+        let (code, _, err) = _c.exec(&["true"]);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(cgroup_dirs(&id), Vec::<PathBuf>::new(), "cgroups left");
+    env.assert_no_trace(&id);
+}
