@@ -106,7 +106,9 @@ impl Freezer {
         let dir = if v2 {
             crate::sys::cgroup::v2_dir_of(root, pid.as_raw())?
         } else {
-            v1_dir(root, &procs, || crate::sys::mountinfo::read(None).unwrap_or_default())?
+            v1_dir(root, &procs, || {
+                crate::sys::mountinfo::read(None).unwrap_or_default()
+            })?
         };
         Some(Freezer { dir, v2 })
     }
@@ -159,7 +161,9 @@ fn v1_dir(root: &Path, procs: &str, mounts: impl FnOnce() -> Vec<Mount>) -> Opti
     let (ctl, path) = procs.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        ctl.split(',').any(|c| c == "freezer").then_some((ctl, path))
+        ctl.split(',')
+            .any(|c| c == "freezer")
+            .then_some((ctl, path))
     })?;
     let rel = path.trim_start_matches('/');
     let conventional = root.join(ctl);

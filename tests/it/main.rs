@@ -16,6 +16,7 @@ mod bad_input;
 mod cgroup_compat;
 mod cgroup_races;
 mod exec_root_modes;
+mod frozen;
 mod idmapped_mounts;
 mod image;
 mod iopolicy;
