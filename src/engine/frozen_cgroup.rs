@@ -243,4 +243,53 @@ mod tests {
         let e = check(&m, "0::/me\n", Path::new("ctr")).unwrap_err();
         assert_eq!(e.0, own);
     }
+
+    #[test]
+    fn a_containers_own_freezer_is_read_as_runc_reads_it() {
+        let t = tempfile::tempdir().unwrap();
+        let fz = t.path().join("freezer");
+        std::fs::create_dir_all(fz.join("pod/ctr")).unwrap();
+        std::fs::write(fz.join("cgroup.procs"), "").unwrap();
+        let procs = "6:freezer:/pod/ctr\n4:memory:/x\n0::/pod/ctr\n";
+        let dir = v1_dir(t.path(), procs, || panic!("no mountinfo needed")).unwrap();
+        assert_eq!(dir, fz.join("pod/ctr"));
+        let f = Freezer { dir, v2: false };
+        assert_eq!(f.self_frozen(), None, "no freezer files: unknown");
+        // Frozen through an ancestor only: runc 1.1.5 says thawed (not paused).
+        std::fs::write(f.dir.join("freezer.state"), "FROZEN\n").unwrap();
+        std::fs::write(f.dir.join("freezer.self_freezing"), "0\n").unwrap();
+        assert_eq!(f.self_frozen(), Some(false));
+        std::fs::write(f.dir.join("freezer.self_freezing"), "1\n").unwrap();
+        assert_eq!(f.self_frozen(), Some(true));
+        // A kernel without self_freezing: FREEZING counts as paused, not waited for.
+        std::fs::remove_file(f.dir.join("freezer.self_freezing")).unwrap();
+        std::fs::write(f.dir.join("freezer.state"), "FREEZING\n").unwrap();
+        assert_eq!(f.self_frozen(), Some(true));
+        f.thaw().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(f.dir.join("freezer.state")).unwrap(),
+            "THAWED"
+        );
+        assert_eq!(f.self_frozen(), Some(false));
+        // The freezer hierarchy mounted elsewhere: found in mountinfo.
+        let other = tempfile::tempdir().unwrap();
+        let m = crate::sys::mountinfo::parse(&format!(
+            "30 23 0:30 / {}/fz rw - cgroup cgroup rw,freezer\n",
+            other.path().display()
+        ));
+        let dir = v1_dir(other.path(), procs, || m).unwrap();
+        assert_eq!(dir, other.path().join("fz/pod/ctr"));
+        assert_eq!(v1_dir(t.path(), "0::/pod/ctr\n", Vec::new), None);
+        // v2: cgroup.freeze
+        let f = Freezer {
+            dir: t.path().join("v2"),
+            v2: true,
+        };
+        std::fs::create_dir_all(&f.dir).unwrap();
+        assert_eq!(f.self_frozen(), None);
+        std::fs::write(f.dir.join("cgroup.freeze"), "1\n").unwrap();
+        assert_eq!(f.self_frozen(), Some(true));
+        f.thaw().unwrap();
+        assert_eq!(f.self_frozen(), Some(false));
+    }
 }
