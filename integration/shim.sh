@@ -27,6 +27,7 @@ if [ ! -x "$SHIM" ]; then
   cargo build --release --bin containerd-shim-siloc-v2 >&2 || exit 1
 fi
 C21=${SILOC_CONTAINERD21:-$REPO/hack/.cache/containerd-2.1/usr/bin}
+C21_PROV=$(cat "${C21%/usr/bin}/PROVENANCE" 2>/dev/null || true)
 BB=localhost/siloc/busybox:latest
 L50=localhost/siloc/layers50:latest
 PAUSE=localhost/siloc/pause:latest
@@ -579,6 +580,8 @@ case_if() {
 }
 run_suite() {
   CVER=$1
+  echo "$E2E_NAME: containerd $CVER cases with $("$2/containerd" --version)"
+  [ "$CVER" != 2.1 ] || [ -z "$C21_PROV" ] || echo "$E2E_NAME: containerd 2.1: $C21_PROV"
   start_containerd "$2"
   case_if "containerd $CVER: images, CRI Version" c_ready
   case_if "containerd $CVER shim: io.siloc.userns=auto pod, 2 containers, logs, exec, exit 7" c_userns_auto
@@ -605,7 +608,7 @@ elif [ -x "$C21/containerd" ]; then
   rm -rf "$T/root" "$STATE"
   run_suite 2.1 "$C21"
 else
-  echo "SKIPPED containerd 2.1 cases: $C21/containerd missing (bash hack/setup fetches it)"
+  echo "SKIPPED containerd 2.1 cases: $C21/containerd missing (bash hack/setup fetches it)${C21_PROV:+: $C21_PROV}"
 fi
 [ -z "${SHIM_RSS:-}" ] || cat "$T/rss.txt" 2>/dev/null
 e2e_finish

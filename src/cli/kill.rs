@@ -46,7 +46,17 @@ pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
     // runc (1.2+): SIGKILL to a container in the host's PID namespace goes to every
     // process of its cgroup, as no PID namespace teardown would kill the others.
     let all = a.all || (n == libc::SIGKILL && !has_own_pid_namespace(&c));
+    // runc thaws a paused container after its SIGKILL on either cgroup version
+    // (libcontainer 0.7 only on v1, and `--all` thaws anyway): engine::frozen_cgroup.
+    let thaw = (n == libc::SIGKILL && !all && c.status() == ContainerStatus::Paused)
+        .then(|| c.pid().and_then(engine::frozen_cgroup::Freezer::of))
+        .flatten();
     c.kill(sig, all)?;
+    if let Some(f) = thaw
+        && let Err(e) = f.thaw()
+    {
+        tracing::warn!(id = a.id, "thaw after SIGKILL: {e}");
+    }
     Ok(())
 }
 

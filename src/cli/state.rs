@@ -66,8 +66,13 @@ pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
         libcontainer::container::ContainerStatus::Stopped => {
             anyhow::bail!("cannot start a container that has stopped")
         }
+        libcontainer::container::ContainerStatus::Running => {
+            anyhow::bail!("cannot start an already running container")
+        }
+        // runc 1.1.5's words; a created container whose cgroup is frozen is paused
+        // (engine::frozen_cgroup), and its start would hang.
         s => anyhow::bail!(
-            "cannot start an already {} container",
+            "cannot start a container in the {} state",
             engine::status_word(s)
         ),
     }

@@ -84,9 +84,20 @@ pub fn container_dir(root: &Path, id: &str) -> PathBuf {
     root.join(id)
 }
 
-/// Loads container `id`; its status is refreshed from /proc.
+/// Loads container `id`; its status is refreshed from /proc and from its freezer, as
+/// runc reports it (`paused` when its cgroup is frozen, [`frozen_cgroup::align_status`]).
 /// Errors: [`EngineError::NotFound`] when no such container exists.
 pub fn load(root: &Path, id: &str) -> Result<Container, EngineError> {
+    let mut c = load_saved(root, id)?;
+    frozen_cgroup::align_status(&mut c);
+    Ok(c)
+}
+
+/// Loads container `id` with the status libcontainer gives it (state.json, refreshed
+/// from /proc only): for a command that must know what was saved, such as `resume` of
+/// a created container frozen from outside, which stays `created`.
+/// Errors: [`EngineError::NotFound`] when no such container exists.
+pub fn load_saved(root: &Path, id: &str) -> Result<Container, EngineError> {
     validate_id(id).map_err(|_| EngineError::NotFound(id.to_string()))?;
     let dir = container_dir(root, id);
     if !dir.join("state.json").exists() {

@@ -17,6 +17,7 @@ mod binary_layout;
 mod cgroup_compat;
 mod cgroup_races;
 mod exec_root_modes;
+mod frozen;
 mod idmapped_mounts;
 mod image;
 mod iopolicy;
