@@ -338,6 +338,19 @@ fn exec_process(
         (None, Some(path)) if terminal => Some(super::console_proxy::ConsoleProxy::connect(path)?),
         _ => None,
     };
+    // The pty's owner is set from the host's user namespace, which this process
+    // leaves in engine::exec: with the host uid, by a helper forked now
+    // (engine::console_owner).
+    let fix = crate::engine::console_fixup::for_process(&p, init);
+    let outside = match init {
+        Some(pid)
+            if (own.is_some() || proxy.is_some())
+                && !crate::engine::console_fixup::in_user_ns_of(pid) =>
+        {
+            Some(crate::engine::console_owner::OutsideChown::spawn(fix.uid)?)
+        }
+        _ => None,
+    };
     let console_socket = match (&own, &proxy) {
         (Some(t), _) => Some(t.path().to_path_buf()),
         (None, Some(p)) => Some(p.path().to_path_buf()),
@@ -374,9 +387,8 @@ fn exec_process(
             None => anyhow::Error::from(e),
         }
     })?;
-    let fix = crate::engine::console_fixup::for_process(&p, init);
     let handed = proxy
-        .map_or(Ok(()), |proxy| proxy.forward(&fix))
+        .map_or(Ok(()), |proxy| proxy.forward(&fix, outside.as_ref()))
         .map_err(anyhow::Error::from)
         .and_then(|()| pidfd_socket.map_or(Ok(()), |s| Ok(s.send(pid)?)));
     if let Err(e) = handed {
@@ -390,7 +402,8 @@ fn exec_process(
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let relay = own.map(|t| t.relay(&fix)).transpose()?;
+    let relay = own.map(|t| t.relay(&fix, outside.as_ref())).transpose()?;
+    drop(outside);
     let fwd = queue.forward_to(
         pid,
         relay

@@ -42,14 +42,16 @@ impl OwnTerminal {
         self.socket.path()
     }
 
-    /// Receives the master, fixes it as runc hands it over (console_fixup), and
+    /// Receives the master, fixes it as runc hands it over (console_fixup; the owner
+    /// through `outside` when siloc has joined the container's user namespace), and
     /// starts relaying.
     pub(crate) fn relay(
         self,
         fix: &crate::engine::console_fixup::ConsoleFix,
+        outside: Option<&crate::engine::console_owner::OutsideChown>,
     ) -> anyhow::Result<Relay> {
         let master = self.socket.receive_master(MASTER_TIMEOUT)?;
-        crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
+        crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix, outside)?;
         Ok(Relay::start(master)?)
     }
 }
@@ -106,7 +108,7 @@ pub(crate) fn run(
             .and_then(|s| s.process().clone())
             .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
             .unwrap_or_default();
-        let relay = own.map(|t| t.relay(&fix)).transpose()?;
+        let relay = own.map(|t| t.relay(&fix, None)).transpose()?;
         crate::cli::state::start_created(&rt.root, &mut c)?;
         let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
         let code = wait_exit(pid, fwd);
