@@ -21,7 +21,7 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::cli::tty::{ConsoleSocket, TtyError};
 use crate::engine::console_fixup::{self, ConsoleFix};
-use crate::engine::console_owner::OutsideChown;
+use crate::engine::console_owner::OutsideConsole;
 
 /// How long libcontainer may take to send the master once the process exists.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -70,18 +70,29 @@ impl ConsoleProxy {
         self.own.path()
     }
 
-    /// Receives the master libcontainer sent, applies `fix` (the owner through
-    /// `outside` when siloc has joined the container's user namespace), and sends it
-    /// to the caller.
+    /// siloc's own socket, which libcontainer sends the master to.
+    pub(crate) fn socket(&self) -> &ConsoleSocket {
+        &self.own
+    }
+
+    /// Receives the master libcontainer sent, applies `fix`, and sends it to the
+    /// caller; or takes it from `outside`, which received and fixed it (`exec` in a
+    /// user namespace, engine::console_owner).
     ///
     /// Errors: no master within the timeout, the fix failed, or the send failed.
     pub(crate) fn forward(
         self,
         fix: &ConsoleFix,
-        outside: Option<&OutsideChown>,
+        outside: Option<OutsideConsole>,
     ) -> Result<(), ProxyError> {
-        let master: OwnedFd = self.own.receive_master(MASTER_TIMEOUT)?;
-        console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix, outside)?;
+        let master: OwnedFd = match outside {
+            Some(o) => o.master()?,
+            None => {
+                let m = self.own.receive_master(MASTER_TIMEOUT)?;
+                console_fixup::apply(std::os::fd::AsFd::as_fd(&m), fix)?;
+                m
+            }
+        };
         // libcontainer names the master /dev/ptmx; runc's clients read only the fd.
         let name = b"/dev/ptmx";
         let fds = [master.as_raw_fd()];

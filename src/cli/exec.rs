@@ -75,6 +75,14 @@ pub(crate) struct ExecArgs {
 
 /// Builds the process from the command line on top of the container's process.
 /// Errors name the flag at fault.
+/// (rows, columns) of the terminal on siloc's stdin, if it is one with a size.
+fn caller_window_size() -> Option<(u16, u16)> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize, which lives across the call.
+    let ok = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
 fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     if a.command.is_empty() {
         anyhow::bail!("exec: no command given (pass one after the container id, or --process)");
@@ -82,6 +90,20 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     let mut p = base.process().clone().unwrap_or_default();
     p.set_args(Some(a.command.clone()));
     p.set_terminal(Some(a.tty));
+    // runc's `exec -t` from a terminal: the console starts with that terminal's size,
+    // set inside the container before the program runs (console_fixup::in_container),
+    // not only by the relay, which the program may outrun.
+    if a.tty
+        && a.console_socket.is_none()
+        && !a.detach
+        && let Some((rows, cols)) = caller_window_size()
+        && let Ok(b) = oci_spec::runtime::BoxBuilder::default()
+            .height(u64::from(rows))
+            .width(u64::from(cols))
+            .build()
+    {
+        p.set_console_size(Some(b));
+    }
     let mut env: Vec<String> = p.env().clone().unwrap_or_default();
     for kv in &a.env {
         if let Err((_, why)) = crate::lifecycle::bundle::check_env(std::slice::from_ref(kv)) {
@@ -338,16 +360,20 @@ fn exec_process(
         (None, Some(path)) if terminal => Some(super::console_proxy::ConsoleProxy::connect(path)?),
         _ => None,
     };
-    // The pty's owner is set from the host's user namespace, which this process
-    // leaves in engine::exec: with the host uid, by a helper forked now
-    // (engine::console_owner).
+    // The pty is received and fixed in the host's user namespace, which this process
+    // leaves in engine::exec: by a helper forked now (engine::console_owner).
     let fix = crate::engine::console_fixup::for_process(&p, init);
-    let outside = match init {
-        Some(pid)
-            if (own.is_some() || proxy.is_some())
-                && !crate::engine::console_fixup::in_user_ns_of(pid) =>
-        {
-            Some(crate::engine::console_owner::OutsideChown::spawn(fix.uid)?)
+    let listening = match (&own, &proxy) {
+        (Some(t), _) => Some(t.socket()),
+        (None, Some(p)) => Some(p.socket()),
+        (None, None) => None,
+    };
+    let mut outside = match (init, listening) {
+        (Some(pid), Some(sock)) if !crate::engine::console_fixup::in_user_ns_of(pid) => {
+            Some(crate::engine::console_owner::OutsideConsole::spawn(
+                || sock.receive_master(std::time::Duration::from_secs(10)).ok(),
+                fix,
+            )?)
         }
         _ => None,
     };
@@ -388,7 +414,7 @@ fn exec_process(
         }
     })?;
     let handed = proxy
-        .map_or(Ok(()), |proxy| proxy.forward(&fix, outside.as_ref()))
+        .map_or(Ok(()), |proxy| proxy.forward(&fix, outside.take()))
         .map_err(anyhow::Error::from)
         .and_then(|()| pidfd_socket.map_or(Ok(()), |s| Ok(s.send(pid)?)));
     if let Err(e) = handed {
@@ -402,8 +428,7 @@ fn exec_process(
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let relay = own.map(|t| t.relay(&fix, outside.as_ref())).transpose()?;
-    drop(outside);
+    let relay = own.map(|t| t.relay(&fix, outside.take())).transpose()?;
     let fwd = queue.forward_to(
         pid,
         relay

@@ -42,16 +42,27 @@ impl OwnTerminal {
         self.socket.path()
     }
 
-    /// Receives the master, fixes it as runc hands it over (console_fixup; the owner
-    /// through `outside` when siloc has joined the container's user namespace), and
-    /// starts relaying.
+    /// The socket the container sends the master to.
+    pub(crate) fn socket(&self) -> &ConsoleSocket {
+        &self.socket
+    }
+
+    /// Receives the master, fixes it as runc hands it over (console_fixup), and
+    /// starts relaying; or takes it from `outside`, which received and fixed it
+    /// (`exec` in a user namespace, engine::console_owner).
     pub(crate) fn relay(
         self,
         fix: &crate::engine::console_fixup::ConsoleFix,
-        outside: Option<&crate::engine::console_owner::OutsideChown>,
+        outside: Option<crate::engine::console_owner::OutsideConsole>,
     ) -> anyhow::Result<Relay> {
-        let master = self.socket.receive_master(MASTER_TIMEOUT)?;
-        crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix, outside)?;
+        let master = match outside {
+            Some(o) => o.master()?,
+            None => {
+                let m = self.socket.receive_master(MASTER_TIMEOUT)?;
+                crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&m), fix)?;
+                m
+            }
+        };
         Ok(Relay::start(master)?)
     }
 }

@@ -151,14 +151,10 @@ pub fn wait_for_owner(spec: &oci_spec::runtime::Spec) {
 
 /// Clears ONLCR on the pty of `master`, sets its size, and chowns its slave (opened
 /// with TIOCGPTPEER, Linux 4.13) to `fix.uid`, its group unchanged (runc's rule):
-/// itself, or through `outside` when the caller has left the host's user namespace.
+/// the caller must be in the host's user namespace (engine::console_owner for `exec`).
 ///
 /// Errors: [`ConsoleFixError::Sys`] naming the step.
-pub fn apply(
-    master: BorrowedFd<'_>,
-    fix: &ConsoleFix,
-    outside: Option<&super::console_owner::OutsideChown>,
-) -> Result<(), ConsoleFixError> {
+pub fn apply(master: BorrowedFd<'_>, fix: &ConsoleFix) -> Result<(), ConsoleFixError> {
     let sys = |step| move |errno| ConsoleFixError::Sys { step, errno };
     let mut t = termios::tcgetattr(master).map_err(sys("tcgetattr"))?;
     t.output_flags.remove(OutputFlags::ONLCR);
@@ -188,9 +184,6 @@ pub fn apply(
     }
     // SAFETY: the kernel just returned this fd; nothing else owns it.
     let slave = unsafe { OwnedFd::from_raw_fd(peer) };
-    if let Some(o) = outside {
-        return o.chown(std::os::fd::AsFd::as_fd(&slave));
-    }
     nix::unistd::fchown(
         slave.as_raw_fd(),
         Some(nix::unistd::Uid::from_raw(fix.uid)),

@@ -1,91 +1,68 @@
-//! The pty's owner for `exec -t` and `exec --console-socket`, set from the host's user
-//! namespace.
+//! The pty of `exec -t` and `exec --console-socket`, received and fixed in the host's
+//! user namespace.
 //!
 //! siloc's exec joins the container's user namespace before libcontainer builds the
-//! process (engine::join_user_namespace), and the pty master reaches siloc only
-//! after that. From inside the container's user namespace siloc cannot chown the
-//! slave to the process's uid: the host uid is unmapped there (EINVAL), and the
-//! container's own uid is refused (EPERM, measured on kernel 6.18). runc chowns from
-//! its init (`fixStdioPermissions`), which is the container's root. siloc forks a
-//! helper before the join ([`OutsideChown::spawn`]): it stays in the host's user
-//! namespace, receives the slave over a socketpair (SCM_RIGHTS) and chowns it to the
-//! host uid (console_fixup::for_process), the group unchanged, as runc leaves it.
+//! process (engine::join_user_namespace). From inside it siloc cannot chown the pty
+//! slave to the process's uid: the host uid is unmapped there (EINVAL), and the slave
+//! libcontainer opened with siloc's credentials is owned by the host's root, unmapped
+//! there too, so CAP_CHOWN in the namespace does not reach it (EPERM; measured on
+//! kernel 6.18). And libcontainer's build returns only once the process has started
+//! its program, which waits for its owner (console_fixup::wait_for_owner). runc chowns
+//! from its init (`fixStdioPermissions`). siloc forks a helper before the join
+//! ([`OutsideConsole::spawn`]): it stays in the host's user namespace, receives the
+//! master on siloc's console socket while libcontainer builds, fixes it
+//! (console_fixup::apply: ONLCR, size, the owner's host uid) and hands it to siloc
+//! over a socketpair (SCM_RIGHTS).
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
-use super::console_fixup::ConsoleFixError;
+use super::console_fixup::{self, ConsoleFix, ConsoleFixError};
 use crate::sys::fork::{self, Helper};
 
-/// The helper, waiting for one pty slave; dropping it kills and reaps it.
-pub struct OutsideChown {
+/// The helper, receiving and fixing one pty master; dropping it kills and reaps it.
+pub struct OutsideConsole {
     helper: Helper,
 }
 
-impl OutsideChown {
-    /// Forks the helper, which will chown the slave it receives to host uid `uid`.
-    /// The caller must be single-threaded and still in the host's user namespace
-    /// (sys::fork).
+impl OutsideConsole {
+    /// Forks the helper: it gets the master from `receive` (siloc's console socket,
+    /// inherited), applies `fix` and sends the master back. The caller must be
+    /// single-threaded and still in the host's user namespace (sys::fork).
     ///
     /// Errors: [`ConsoleFixError::Sys`] (`socketpair`/`fork`).
-    pub fn spawn(uid: u32) -> Result<OutsideChown, ConsoleFixError> {
+    pub fn spawn(
+        receive: impl FnOnce() -> Option<OwnedFd>,
+        fix: ConsoleFix,
+    ) -> Result<OutsideConsole, ConsoleFixError> {
         let helper = fork::spawn(move |sock| {
-            let outcome = match fork::receive(sock) {
-                Ok(Ok(Some(slave))) => nix::unistd::fchown(
-                    slave.as_raw_fd(),
-                    Some(nix::unistd::Uid::from_raw(uid)),
-                    None,
-                )
-                .map(|()| None)
-                .map_err(|e| (0, e)),
-                Ok(Ok(None)) => Err((1, nix::Error::EPROTO)),
-                Ok(Err(e)) => Err(e),
-                Err(e) => Err((1, e)),
+            let master = receive();
+            let outcome = match &master {
+                None => Err((1, nix::Error::ENOMSG)),
+                Some(m) => match console_fixup::apply(m.as_fd(), &fix) {
+                    Ok(()) => Ok(Some(m.as_fd())),
+                    Err(ConsoleFixError::Sys { errno, .. }) => Err((0, errno)),
+                },
             };
-            match fork::report(sock, outcome) {
-                Ok(()) => 0,
-                Err(_) => 1,
-            }
+            i32::from(fork::report(sock, outcome).is_err())
         })
         .map_err(|errno| ConsoleFixError::Sys {
-            step: "fork the pty owner helper",
+            step: "fork the pty helper",
             errno,
         })?;
-        Ok(OutsideChown { helper })
+        Ok(OutsideConsole { helper })
     }
 
-    /// Has the helper chown `slave`.
+    /// The fixed master, once the helper has it.
     ///
-    /// Errors: [`ConsoleFixError::Sys`]: `fchown pty` with the helper's errno, or the
-    /// exchange with it.
-    pub fn chown(&self, slave: BorrowedFd<'_>) -> Result<(), ConsoleFixError> {
+    /// Errors: [`ConsoleFixError::Sys`]: the helper's errno (`fix the pty`, or no
+    /// master received), or the exchange with it.
+    pub fn master(self) -> Result<OwnedFd, ConsoleFixError> {
         let sys = |step| move |errno| ConsoleFixError::Sys { step, errno };
-        fork::report(self.helper.sock(), Ok(Some(slave)))
-            .map_err(sys("send the pty to the owner helper"))?;
-        match fork::receive(self.helper.sock()).map_err(sys("pty owner helper"))? {
-            Ok(_) => Ok(()),
-            Err((0, errno)) => Err(sys("fchown pty")(errno)),
-            Err((_, errno)) => Err(sys("pty owner helper")(errno)),
+        match fork::receive(self.helper.sock()).map_err(sys("pty helper"))? {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(sys("pty helper")(nix::Error::EPROTO)),
+            Err((0, errno)) => Err(sys("fix the pty (ONLCR, size, fchown)")(errno)),
+            Err((_, errno)) => Err(sys("receive the pty master")(errno)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The helper chowns what it is sent, in the user namespace it was forked in.
-    #[test]
-    fn the_helper_chowns_the_fd_it_is_sent() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: needs root (chown)");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::File::create(dir.path().join("f")).unwrap();
-        let h = OutsideChown::spawn(4242).unwrap();
-        h.chown(std::os::fd::AsFd::as_fd(&f)).unwrap();
-        use std::os::unix::fs::MetadataExt;
-        let m = f.metadata().unwrap();
-        assert_eq!((m.uid(), m.gid()), (4242, 0));
     }
 }

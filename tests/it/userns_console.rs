@@ -79,7 +79,7 @@ fn exec_tty_in_a_user_namespace_takes_the_callers_size() {
     for how in KINDS {
         let c = sleeper(&env, how);
         let cmd = format!(
-            "stty rows 33 cols 77; {} --root {} --config {} exec -t --user 1000:1000 {} \
+            "stty rows 33 cols 77; {} --root {} --config {} exec -t {} \
              sh -c 'stty size; stty -a | grep -o .onlcr'",
             common::siloc_bin().display(),
             env.root.display(),
