@@ -361,20 +361,21 @@ fn exec_process(
         _ => None,
     };
     // The pty is received and fixed in the host's user namespace, which this process
-    // leaves in engine::exec: by a helper forked now (engine::console_owner).
+    // leaves in engine::exec, while libcontainer builds: by a helper forked now
+    // (engine::console_owner).
     let fix = crate::engine::console_fixup::for_process(&p, init);
     let listening = match (&own, &proxy) {
         (Some(t), _) => Some(t.socket()),
         (None, Some(p)) => Some(p.socket()),
         (None, None) => None,
     };
-    let mut outside = match (init, listening) {
-        (Some(pid), Some(sock)) if !crate::engine::console_fixup::in_user_ns_of(pid) => {
-            Some(crate::engine::console_owner::OutsideConsole::spawn(
-                || sock.receive_master(std::time::Duration::from_secs(10)).ok(),
-                fix,
-            )?)
-        }
+    // Also without a user namespace: libcontainer's build returns only once the
+    // program runs, and it waits for its owner (console_fixup::wait_for_owner).
+    let mut outside = match listening {
+        Some(sock) => Some(crate::engine::console_owner::OutsideConsole::spawn(
+            || sock.receive_master(std::time::Duration::from_secs(10)).ok(),
+            fix,
+        )?),
         _ => None,
     };
     let console_socket = match (&own, &proxy) {

@@ -77,15 +77,6 @@ pub fn for_process(p: &Process, init: Option<Pid>) -> ConsoleFix {
     }
 }
 
-/// Whether the calling process is in the user namespace of process `pid` (same
-/// `ns/user` device and inode); `false` when either cannot be read.
-pub fn in_user_ns_of(pid: Pid) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let id = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
-    let theirs = id(&format!("/proc/{pid}/ns/user"));
-    theirs.is_some() && theirs == id("/proc/self/ns/user")
-}
-
 /// Inside the container, in libcontainer's executor (after its console setup made
 /// the pty slave stdin, before the process runs, for the init and for `exec`): when
 /// `process.terminal` is set and stdin is a terminal, clears ONLCR and applies

@@ -12,7 +12,9 @@
 //! ([`OutsideConsole::spawn`]): it stays in the host's user namespace, receives the
 //! master on siloc's console socket while libcontainer builds, fixes it
 //! (console_fixup::apply: ONLCR, size, the owner's host uid) and hands it to siloc
-//! over a socketpair (SCM_RIGHTS).
+//! over a socketpair (SCM_RIGHTS). It does so for every `exec` with a terminal siloc
+//! relays or proxies, with a user namespace or without: siloc's own process could
+//! only fix the pty once the build has returned, after the program began waiting.
 
 use std::os::fd::{AsFd, OwnedFd};
 
