@@ -75,14 +75,6 @@ pub(crate) struct ExecArgs {
 
 /// Builds the process from the command line on top of the container's process.
 /// Errors name the flag at fault.
-/// (rows, columns) of the terminal on siloc's stdin, if it is one with a size.
-fn caller_window_size() -> Option<(u16, u16)> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ writes one winsize, which lives across the call.
-    let ok = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) } == 0;
-    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
-}
-
 fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     if a.command.is_empty() {
         anyhow::bail!("exec: no command given (pass one after the container id, or --process)");
@@ -90,20 +82,6 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
     let mut p = base.process().clone().unwrap_or_default();
     p.set_args(Some(a.command.clone()));
     p.set_terminal(Some(a.tty));
-    // runc's `exec -t` from a terminal: the console starts with that terminal's size,
-    // set inside the container before the program runs (console_fixup::in_container),
-    // not only by the relay, which the program may outrun.
-    if a.tty
-        && a.console_socket.is_none()
-        && !a.detach
-        && let Some((rows, cols)) = caller_window_size()
-        && let Ok(b) = oci_spec::runtime::BoxBuilder::default()
-            .height(u64::from(rows))
-            .width(u64::from(cols))
-            .build()
-    {
-        p.set_console_size(Some(b));
-    }
     let mut env: Vec<String> = p.env().clone().unwrap_or_default();
     for kv in &a.env {
         if let Err((_, why)) = crate::lifecycle::bundle::check_env(std::slice::from_ref(kv)) {
