@@ -1,6 +1,6 @@
 //! A caller's `--console-socket` (containerd's shim, conmon): siloc stands between
 //! libcontainer and the caller so that the pty master reaches the caller as runc
-//! hands it over (engine::console_fixup: the slave owned by the process's uid/gid,
+//! hands it over (engine::console_fixup: the slave owned by the process's uid,
 //! ONLCR cleared, `process.consoleSize` applied).
 //!
 //! siloc connects to the caller's socket first (a missing socket fails before anything
@@ -8,8 +8,8 @@
 //! master once libcontainer has made the process, fixes it, and sends it on with
 //! SCM_RIGHTS and the payload libcontainer sent (runtime-spec "Console socket").
 //! ONLCR and the size are also set inside the container before the process runs
-//! (console_fixup::in_container); the owner is set here, so an `exec` process may
-//! see its first instant with the pty still owned by 0.
+//! (console_fixup::in_container); the owner is set here, and an `exec` process waits
+//! for it before its program runs (console_fixup::wait_for_owner).
 
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -21,6 +21,7 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::cli::tty::{ConsoleSocket, TtyError};
 use crate::engine::console_fixup::{self, ConsoleFix};
+use crate::engine::console_owner::OutsideConsole;
 
 /// How long libcontainer may take to send the master once the process exists.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,13 +70,29 @@ impl ConsoleProxy {
         self.own.path()
     }
 
+    /// siloc's own socket, which libcontainer sends the master to.
+    pub(crate) fn socket(&self) -> &ConsoleSocket {
+        &self.own
+    }
+
     /// Receives the master libcontainer sent, applies `fix`, and sends it to the
-    /// caller.
+    /// caller; or takes it from `outside`, which received and fixed it (`exec` in a
+    /// user namespace, engine::console_owner).
     ///
     /// Errors: no master within the timeout, the fix failed, or the send failed.
-    pub(crate) fn forward(self, fix: &ConsoleFix) -> Result<(), ProxyError> {
-        let master: OwnedFd = self.own.receive_master(MASTER_TIMEOUT)?;
-        console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
+    pub(crate) fn forward(
+        self,
+        fix: &ConsoleFix,
+        outside: Option<OutsideConsole>,
+    ) -> Result<(), ProxyError> {
+        let master: OwnedFd = match outside {
+            Some(o) => o.master()?,
+            None => {
+                let m = self.own.receive_master(MASTER_TIMEOUT)?;
+                console_fixup::apply(std::os::fd::AsFd::as_fd(&m), fix)?;
+                m
+            }
+        };
         // libcontainer names the master /dev/ptmx; runc's clients read only the fd.
         let name = b"/dev/ptmx";
         let fds = [master.as_raw_fd()];
@@ -123,5 +140,5 @@ pub(crate) fn finish_create(
         .and_then(|s| s.process().clone())
         .map(|p| console_fixup::for_process(&p, pid))
         .unwrap_or_default();
-    proxy.forward(&fix)
+    proxy.forward(&fix, None)
 }

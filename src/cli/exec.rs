@@ -338,6 +338,24 @@ fn exec_process(
         (None, Some(path)) if terminal => Some(super::console_proxy::ConsoleProxy::connect(path)?),
         _ => None,
     };
+    // The pty is received and fixed in the host's user namespace, which this process
+    // leaves in engine::exec, while libcontainer builds: by a helper forked now
+    // (engine::console_owner).
+    let fix = crate::engine::console_fixup::for_process(&p, init);
+    let listening = match (&own, &proxy) {
+        (Some(t), _) => Some(t.socket()),
+        (None, Some(p)) => Some(p.socket()),
+        (None, None) => None,
+    };
+    // Also without a user namespace: libcontainer's build returns only once the
+    // program runs, and it waits for its owner (console_fixup::wait_for_owner).
+    let mut outside = match listening {
+        Some(sock) => Some(crate::engine::console_owner::OutsideConsole::spawn(
+            || sock.receive_master(std::time::Duration::from_secs(10)).ok(),
+            fix,
+        )?),
+        _ => None,
+    };
     let console_socket = match (&own, &proxy) {
         (Some(t), _) => Some(t.path().to_path_buf()),
         (None, Some(p)) => Some(p.path().to_path_buf()),
@@ -374,9 +392,8 @@ fn exec_process(
             None => anyhow::Error::from(e),
         }
     })?;
-    let fix = crate::engine::console_fixup::for_process(&p, init);
     let handed = proxy
-        .map_or(Ok(()), |proxy| proxy.forward(&fix))
+        .map_or(Ok(()), |proxy| proxy.forward(&fix, outside.take()))
         .map_err(anyhow::Error::from)
         .and_then(|()| pidfd_socket.map_or(Ok(()), |s| Ok(s.send(pid)?)));
     if let Err(e) = handed {
@@ -390,7 +407,7 @@ fn exec_process(
     let Some(queue) = queue else {
         return Ok(0);
     };
-    let relay = own.map(|t| t.relay(&fix)).transpose()?;
+    let relay = own.map(|t| t.relay(&fix, outside.take())).transpose()?;
     let fwd = queue.forward_to(
         pid,
         relay

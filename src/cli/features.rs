@@ -63,12 +63,12 @@ pub(crate) fn document() -> serde_json::Value {
 /// runc behaviours siloc gives on top of libcontainer 0.7, for callers that probe
 /// (README "runc compatibility"): named hook failures and createContainer hooks in
 /// the rootfs (engine::hooks), the pty fixed also for a caller's console socket
-/// (console_fixup, console_proxy), `--pidfd-socket`, `update --cpu-burst`, v1
+/// and in a user namespace (console_fixup, console_proxy, console_owner), `--pidfd-socket`, `update --cpu-burst`, v1
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
 /// mount semantics (mount_compat; masked-path symlinks resolved as the init resolves
 /// them); a namespace path of another type refused in runc's words
 /// (engine::outer_namespaces), and namespaces the user namespace does not own
-/// refused with runc 1.1.5's errors (engine::ns_owner); rlimits raising a hard limit
+/// refused with runc 1.1.5's errors (engine::ns_owner; IPC sysctls there too); rlimits raising a hard limit
 /// in a user namespace set as runc sets them (engine::rlimit_check); `update` leaving device rules alone as runc's does
 /// (lifecycle::update); seccomp
 /// (engine::seccomp_compat): errno profiles without no_new_privs, runc's agent
@@ -89,6 +89,7 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
     "console.onlcr-owner-size",
+    "console.userns-owner",
     "pidfd-socket",
     "update.cpu-burst",
     "delete.v1-sub-cgroups",
@@ -103,6 +104,7 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "mounts.masked-path-symlinks-as-init",
     "namespaces.path-type-checked",
     "namespaces.not-owned-runc-errors",
+    "sysctl.ipc-not-owned-runc-error",
     "rlimits.userns-raise",
     "update.devices-unchanged",
     "seccomp.errno-without-nnp",

@@ -42,14 +42,27 @@ impl OwnTerminal {
         self.socket.path()
     }
 
+    /// The socket the container sends the master to.
+    pub(crate) fn socket(&self) -> &ConsoleSocket {
+        &self.socket
+    }
+
     /// Receives the master, fixes it as runc hands it over (console_fixup), and
-    /// starts relaying.
+    /// starts relaying; or takes it from `outside`, which received and fixed it
+    /// (`exec` in a user namespace, engine::console_owner).
     pub(crate) fn relay(
         self,
         fix: &crate::engine::console_fixup::ConsoleFix,
+        outside: Option<crate::engine::console_owner::OutsideConsole>,
     ) -> anyhow::Result<Relay> {
-        let master = self.socket.receive_master(MASTER_TIMEOUT)?;
-        crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&master), fix)?;
+        let master = match outside {
+            Some(o) => o.master()?,
+            None => {
+                let m = self.socket.receive_master(MASTER_TIMEOUT)?;
+                crate::engine::console_fixup::apply(std::os::fd::AsFd::as_fd(&m), fix)?;
+                m
+            }
+        };
         Ok(Relay::start(master)?)
     }
 }
@@ -106,7 +119,7 @@ pub(crate) fn run(
             .and_then(|s| s.process().clone())
             .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
             .unwrap_or_default();
-        let relay = own.map(|t| t.relay(&fix)).transpose()?;
+        let relay = own.map(|t| t.relay(&fix, None)).transpose()?;
         crate::cli::state::start_created(&rt.root, &mut c)?;
         let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
         let code = wait_exit(pid, fwd);

@@ -2,10 +2,21 @@
 //!
 //! libcontainer gap covered: libcontainer 0.7 sends the pty master as it made it:
 //! with `ONLCR` set, so every `\n` the container writes arrives as `\r\n` (runc clears
-//! it: `console.ClearONLCR` in its init), with the pty owned by 0:0 (runc chowns it to
-//! the process's uid/gid), and without `process.consoleSize` applied (runc sets it).
+//! it: `console.ClearONLCR` in its init), with the pty owned by 0 (runc's init chowns
+//! it to the process's uid, keeping the group devpts gave it, `tty` with the default
+//! spec's `gid=5`: `fixStdioPermissions`, measured with runc 1.1.5 here: `1000:5` for
+//! `--user 1000:1000`), and without `process.consoleSize` applied (runc sets it).
 //! siloc fixes the master it receives before relaying it. Delete this module when
 //! libcontainer does all three.
+//!
+//! The owner is set from the host's user namespace, with the host uid the process's
+//! uid maps to (`create`/`run`: siloc's own process; `exec`, whose siloc process joins
+//! the container's user namespace before libcontainer builds the process
+//! (engine::join_user_namespace): a helper forked before the join,
+//! engine::console_owner). From inside that namespace the host uid is unmapped
+//! (fchown: EINVAL, what `exec -t` into any user-namespaced container failed with),
+//! and the container's own uid is refused too (EPERM: siloc's credentials there are
+//! the host root's, unmapped).
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -13,12 +24,12 @@ use nix::sys::termios::{self, OutputFlags, SetArg};
 use nix::unistd::Pid;
 use oci_spec::runtime::Process;
 
-/// What to do to a pty master: the slave's owner in host IDs, and the size.
+/// What to do to a pty master: the slave's owner, and the size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConsoleFix {
-    /// (uid, gid) on the host: the process's, mapped through the container's user
-    /// namespace.
-    pub owner: (u32, u32),
+    /// The process's uid on the host: mapped through the container's uid_map. The
+    /// group is left as devpts made it.
+    pub uid: u32,
     /// (rows, columns) from `process.consoleSize`, if given.
     pub size: Option<(u16, u16)>,
 }
@@ -37,30 +48,28 @@ pub enum ConsoleFixError {
 /// of a uid_map/gid_map text (user_namespaces(7): `inside outside count`); `id` itself
 /// when no line maps it (no user namespace: the identity).
 pub fn to_host(map: &str, id: u32) -> u32 {
+    mapped(map, id).unwrap_or(id)
+}
+
+/// `id` mapped by the lines of a uid_map/gid_map text, `None` when no line maps it.
+pub fn mapped(map: &str, id: u32) -> Option<u32> {
     map.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace().map(|x| x.parse::<u64>().ok());
             Some((f.next()??, f.next()??, f.next()??))
         })
         .find(|(inside, _, count)| (*inside..inside + count).contains(&u64::from(id)))
-        .map_or(id, |(inside, outside, _)| {
-            (outside + u64::from(id) - inside) as u32
-        })
+        .map(|(inside, outside, _)| (outside + u64::from(id) - inside) as u32)
 }
 
-/// The fix for process `p` of the container whose init is `init` (whose uid_map and
-/// gid_map give the host IDs).
+/// The fix for process `p` of the container whose init is `init` (whose uid_map gives
+/// the host uid). Called in the host's user namespace (`exec`: before the join).
 pub fn for_process(p: &Process, init: Option<Pid>) -> ConsoleFix {
-    let read = |f: &str| {
-        init.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/{f}")).ok())
-            .unwrap_or_default()
-    };
-    let user = p.user();
+    let map = init
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/uid_map")).ok())
+        .unwrap_or_default();
     ConsoleFix {
-        owner: (
-            to_host(&read("uid_map"), user.uid()),
-            to_host(&read("gid_map"), user.gid()),
-        ),
+        uid: to_host(&map, p.user().uid()),
         size: p
             .console_size()
             .as_ref()
@@ -103,8 +112,37 @@ pub fn in_container(spec: &oci_spec::runtime::Spec) {
     }
 }
 
+/// How long an `exec`'d process waits for siloc to chown its pty ([`wait_for_owner`]).
+const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// In an `exec`'d process, in its executor right before the program runs (and before
+/// siloc's exec executor loads the spec's seccomp filter): when `process.terminal` is
+/// set and stdin is a terminal not yet owned by the process's uid, waits until it is
+/// (siloc chowns it with [`apply`] once libcontainer has built the process and sent
+/// the master), at most [`OWNER_WAIT`]; siloc kills a process whose terminal it
+/// could not fix. runc's init chowns before it execs the program, so the program's
+/// first look (`stat /proc/self/fd/0`, `tty`, `mesg`) sees its own uid; without the
+/// wait it could see 0.
+pub fn wait_for_owner(spec: &oci_spec::runtime::Spec) {
+    let Some(p) = spec.process() else { return };
+    if p.terminal() != Some(true) {
+        return;
+    }
+    if !nix::unistd::isatty(0).unwrap_or(false) {
+        return;
+    }
+    let want = p.user().uid();
+    let end = std::time::Instant::now() + OWNER_WAIT;
+    while nix::sys::stat::fstat(0).is_ok_and(|st| st.st_uid != want)
+        && std::time::Instant::now() < end
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Clears ONLCR on the pty of `master`, sets its size, and chowns its slave (opened
-/// with TIOCGPTPEER, Linux 4.13).
+/// with TIOCGPTPEER, Linux 4.13) to `fix.uid`, its group unchanged (runc's rule):
+/// the caller must be in the host's user namespace (engine::console_owner for `exec`).
 ///
 /// Errors: [`ConsoleFixError::Sys`] naming the step.
 pub fn apply(master: BorrowedFd<'_>, fix: &ConsoleFix) -> Result<(), ConsoleFixError> {
@@ -139,8 +177,8 @@ pub fn apply(master: BorrowedFd<'_>, fix: &ConsoleFix) -> Result<(), ConsoleFixE
     let slave = unsafe { OwnedFd::from_raw_fd(peer) };
     nix::unistd::fchown(
         slave.as_raw_fd(),
-        Some(nix::unistd::Uid::from_raw(fix.owner.0)),
-        Some(nix::unistd::Gid::from_raw(fix.owner.1)),
+        Some(nix::unistd::Uid::from_raw(fix.uid)),
+        None,
     )
     .map_err(sys("fchown pty"))
 }
@@ -156,5 +194,7 @@ mod tests {
         assert_eq!(to_host(m, 1000), 101000);
         assert_eq!(to_host(m, 65537), 5001);
         assert_eq!(to_host("", 1000), 1000);
+        assert_eq!(mapped(m, 65546), None);
+        assert_eq!(mapped(m, 65545), Some(5009));
     }
 }

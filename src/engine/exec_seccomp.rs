@@ -323,6 +323,9 @@ pub struct Filtered {
 
 impl Executor for Filtered {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        // The pty owned by the process before it runs, as runc hands it over; before
+        // the filter, which might refuse the calls (console_fixup).
+        super::console_fixup::wait_for_owner(spec);
         if let Some(s) = &self.seccomp {
             install(s, self.agent_fd).map_err(ExecutorError::Other)?;
         }

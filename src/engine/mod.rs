@@ -5,6 +5,7 @@
 pub mod cgroup_compat;
 pub mod cgroup_handoff;
 pub mod console_fixup;
+pub mod console_owner;
 pub mod cwd;
 pub mod exec_cgroup;
 pub mod exec_seccomp;

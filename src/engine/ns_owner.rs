@@ -33,6 +33,22 @@
 //!    and `error mounting "mqueue" to rootfs at "/dev/mqueue": mount
 //!    mqueue:/dev/mqueue (via /proc/self/fd/6), flags: 0xe: operation not permitted`
 //!    (siloc leaves out runc's `(via ...)` fd detail and names the namespace).
+//! 4. **IPC sysctls (`kernel.msg*`, `kernel.sem`, `kernel.shm*`, `fs.mqueue.*`) in
+//!    an IPC namespace given by path whose root is not the container's.** runc's init
+//!    writes `linux.sysctl` as the container's root, after the mounts
+//!    (standard_init_linux.go, `writeSystemProperty`). The kernel lets only the uid
+//!    that is root of the IPC namespace's owning user namespace (the host's root when
+//!    that root is unmapped) write these files (ipc/ipc_sysctl.c and ipc/mq_sysctl.c,
+//!    `ipc_permissions`/`mq_permissions`: the owner bits of 0644 for that uid, the
+//!    other bits, read-only, for everyone else). So runc 1.1.5 fails with `open
+//!    /proc/sys/kernel/msgmax: permission denied` for a host-owned IPC namespace and
+//!    a container whose root is host uid 100000 (and succeeds when its uid_map maps 0
+//!    to host 0, or when the container's user namespace owns the IPC namespace, a pod
+//!    app container in the sandbox's: measured here side by side). siloc joins such a
+//!    namespace before the user namespace and would write them as the host's root
+//!    (engine::outer_namespaces::take_sysctls); it refuses them in runc's words
+//!    instead, naming the first such key in sorted order (runc's Go map order is
+//!    random).
 //!
 //! (`sysfs` over a network namespace the container does not own becomes a read-only
 //! bind of the host's /sys, as under runc: lifecycle::final_spec::sysfs_as_bind.)
@@ -86,6 +102,22 @@ pub enum NsOwnerError {
         ns: &'static str,
         which: String,
     },
+    /// Case 4.
+    #[error(
+        "unable to start container process: error during container init: open \
+         /proc/sys/{path}: permission denied (linux.sysctl {key}: the container's ipc \
+         namespace, path {ns}, belongs to a user namespace whose root is {ipc_root}, the \
+         container's root is {root})"
+    )]
+    IpcSysctl {
+        /// The key with `/` for `.`, as runc opens it under /proc/sys.
+        path: String,
+        key: String,
+        ns: PathBuf,
+        /// Host uids, as text (`host uid N`, `unmapped`).
+        ipc_root: String,
+        root: String,
+    },
     /// A namespace file that cannot be opened or asked for its owner.
     #[error("linux.namespaces: {typ} namespace path {path}: {msg}")]
     Path {
@@ -121,6 +153,38 @@ fn owned_by(ns: &File, user: NsId) -> Result<bool, String> {
             Err(_) => return Ok(false),
         }
     }
+}
+
+/// The uid that uid 0 of the user namespace `userns` is, as siloc's own user
+/// namespace sees it (the kernel's kuid): 0 for siloc's own namespace, else read
+/// from the `uid_map` of a helper that joins `userns` (a uid_map read from another
+/// user namespace shows the reader's ids: user_namespaces(7)). `None`: 0 is
+/// unmapped there. Errors: the fork, setns(2) or the read, as text.
+fn root_uid(userns: &File) -> Result<Option<u32>, String> {
+    let own = File::open("/proc/self/ns/user").map_err(|e| format!("own user namespace: {e}"))?;
+    if id_of(userns).map_err(|e| e.to_string())? == id_of(&own).map_err(|e| e.to_string())? {
+        return Ok(Some(0));
+    }
+    let helper = crate::sys::fork::spawn(|sock| {
+        let joined = nix::sched::setns(userns, nix::sched::CloneFlags::CLONE_NEWUSER);
+        let _ = crate::sys::fork::report(sock, joined.map(|()| None).map_err(|e| (0, e)));
+        crate::sys::fork::wait_for_parent(sock);
+        0
+    })
+    .map_err(|e| format!("fork: {e}"))?;
+    match crate::sys::fork::receive(helper.sock()) {
+        Ok(Ok(_)) => {}
+        Ok(Err((_, e))) => return Err(format!("join the user namespace: {e}")),
+        Err(e) => return Err(format!("helper: {e}")),
+    }
+    let map = std::fs::read_to_string(format!("/proc/{}/uid_map", helper.pid()))
+        .map_err(|e| format!("uid_map: {e}"))?;
+    Ok(super::console_fixup::mapped(&map, 0))
+}
+
+/// A kuid from [`root_uid`] as the error shows it.
+fn show_uid(u: Option<u32>) -> String {
+    u.map_or_else(|| "unmapped".to_string(), |u| format!("host uid {u}"))
 }
 
 /// The spec's name and runc's nsexec name of the namespace types checked here.
@@ -310,6 +374,59 @@ pub fn check(spec: &Spec) -> Result<(), NsOwnerError> {
                 format!("the runtime's, as linux.namespaces has no {}", names(t).0)
             },
         });
+    }
+    // 4. The IPC sysctls, written by runc's init as the container's root.
+    let mut ipc_keys: Vec<&String> = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.sysctl().as_ref())
+        .map(|m| {
+            m.keys()
+                .filter(|k| super::outer_namespaces::sysctl_of(k, LinuxNamespaceType::Ipc))
+                .collect()
+        })
+        .unwrap_or_default();
+    ipc_keys.sort();
+    let ipc_path = nss
+        .iter()
+        .find(|n| n.typ() == LinuxNamespaceType::Ipc)
+        .and_then(|n| n.path().clone());
+    if let (Some(key), Some(path)) = (ipc_keys.first(), ipc_path) {
+        let path_err = |typ: &'static str, p: &Path| {
+            let p = p.to_path_buf();
+            move |msg: String| NsOwnerError::Path { typ, path: p, msg }
+        };
+        let owner = crate::sys::ns::owner_userns(&open("ipc", &path)?)
+            .map_err(|e| path_err("ipc", &path)(format!("NS_GET_USERNS: {e}")))?;
+        // Owned by the container's own user namespace: its root writes them.
+        if user_id.is_some() && id_of(&owner).ok() == user_id {
+            return Ok(());
+        }
+        // the kernel's fallback for an unmapped root: the host's root
+        let ipc_root = root_uid(&owner)
+            .map_err(path_err("ipc", &path))?
+            .unwrap_or(0);
+        let root = match user.path() {
+            Some(p) => root_uid(&open("user", p)?).map_err(path_err("user", p))?,
+            None => spec
+                .linux()
+                .as_ref()
+                .and_then(|l| l.uid_mappings().as_ref())
+                .and_then(|m| {
+                    m.iter()
+                        .find(|m| m.container_id() == 0 && m.size() > 0)
+                        .map(|m| m.host_id())
+                }),
+        };
+        if root != Some(ipc_root) {
+            return Err(NsOwnerError::IpcSysctl {
+                path: key.replace('.', "/"),
+                key: key.to_string(),
+                ns: path,
+                ipc_root: show_uid(Some(ipc_root)),
+                root: show_uid(root),
+            });
+        }
     }
     Ok(())
 }

@@ -268,7 +268,7 @@ pub fn take(spec: &mut Spec) -> Result<Vec<Outer>, OuterNsError> {
 /// Whether sysctl `key` (dots or slashes) belongs to a namespace of type `t`, as
 /// libcontainer's validator and runc sort them (runc's libcontainer/configs/validate:
 /// `net.*`; the IPC list and `fs.mqueue.*`; `kernel.domainname`).
-fn sysctl_of(key: &str, t: LinuxNamespaceType) -> bool {
+pub(crate) fn sysctl_of(key: &str, t: LinuxNamespaceType) -> bool {
     let k = key.replace('/', ".");
     match t {
         LinuxNamespaceType::Network => k.starts_with("net."),

@@ -33,6 +33,7 @@ mod seccomp_compat;
 mod security;
 mod spec_features;
 mod stress;
+mod userns_console;
 mod userns_netns;
 mod userns_pool;
 mod userns_rootfs;

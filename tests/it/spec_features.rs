@@ -533,7 +533,8 @@ fn cgroup_v1_hierarchies_are_read_only() {
 }
 
 /// process.terminal in a foreground `run`: lines come back as `text\n` (runc clears
-/// ONLCR), the pty belongs to the process's uid/gid, and process.consoleSize sizes it.
+/// ONLCR), the pty belongs to the process's uid (its group stays devpts's `gid=5`, as
+/// runc 1.1.5 leaves it), and process.consoleSize sizes it.
 #[test]
 fn terminal_without_onlcr_owned_by_the_process_and_sized() {
     needs_root!();
@@ -553,7 +554,7 @@ fn terminal_without_onlcr_owned_by_the_process_and_sized() {
     });
     let (code, out, err) = run(&env, &b, "tty");
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "hello\n1000:1001\n30 100\n", "{err}");
+    assert_eq!(out, "hello\n1000:5\n30 100\n", "{err}");
     // A relative --bundle (libcontainer changes the working directory during create;
     // the console's owner came out 0:0).
     let id = env.id("ttyrel");
@@ -566,19 +567,19 @@ fn terminal_without_onlcr_owned_by_the_process_and_sized() {
     assert!(o.status.success(), "{err}");
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "hello\n1000:1001\n30 100\n",
+        "hello\n1000:5\n30 100\n",
         "{err}"
     );
 }
 
 /// Accepts one connection on a console socket and returns the pty master sent on it
 /// (SCM_RIGHTS), as containerd's shim and conmon do.
-fn receive_master(l: &std::os::unix::net::UnixListener) -> std::fs::File {
+pub(crate) fn receive_master(l: &std::os::unix::net::UnixListener) -> std::fs::File {
     std::fs::File::from(common::accept_fd(l, "console socket"))
 }
 
 /// Everything the pty master gives until the slave side is gone (EIO).
-fn read_master(mut m: std::fs::File) -> String {
+pub(crate) fn read_master(mut m: std::fs::File) -> String {
     use std::io::Read;
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -592,8 +593,9 @@ fn read_master(mut m: std::fs::File) -> String {
 }
 
 /// A caller's `--console-socket` (containerd, podman) gets the pty as runc hands it
-/// over: ONLCR cleared, the slave owned by the process's uid/gid, consoleSize applied,
-/// for `create` and for `exec -d --console-socket`.
+/// over: ONLCR cleared, the slave owned by the process's uid (devpts's group),
+/// consoleSize applied, for `create` and for `exec -d --console-socket`; the exec'd
+/// program sees its owner from its first instruction.
 #[test]
 fn a_callers_console_socket_gets_the_fixed_terminal() {
     needs_root!();
@@ -625,9 +627,7 @@ fn a_callers_console_socket_gets_the_fixed_terminal() {
     // exec with a process.json: user and size of its own
     let proc_json = env.dir.path().join("p.json");
     let mut p = b.spec["process"].clone();
-    // the owner is set once libcontainer has started the exec'd process (a known
-    // limit): look after a moment
-    p["args"] = json!(["sh", "-c", format!("sleep 0.5; {script}")]);
+    p["args"] = json!(["sh", "-c", script]);
     p["user"] = json!({"uid": 1002, "gid": 1003});
     p["consoleSize"] = json!({"height": 20, "width": 60});
     std::fs::write(&proc_json, serde_json::to_vec(&p).unwrap()).unwrap();
@@ -642,9 +642,9 @@ fn a_callers_console_socket_gets_the_fixed_terminal() {
     ]);
     assert!(ok, "{err}");
     let exec_out = read_master(receive_master(&l));
-    assert_eq!(exec_out, "1002:1003\n20 60\nhello\n");
+    assert_eq!(exec_out, "1002:5\n20 60\nhello\n");
     env.ok(&["kill", &c.id, "KILL"]);
-    assert_eq!(reader.join().unwrap(), "1000:1001\n30 100\nhello\n");
+    assert_eq!(reader.join().unwrap(), "1000:5\n30 100\nhello\n");
 }
 
 /// A foreground `exec -t` from a terminal: the program sees the caller's window size

@@ -538,3 +538,142 @@ fn kernel_domainname_in_a_user_namespace_fails_in_runcs_words() {
     let (code, out, err) = common::run(&env, &b, "dnplain");
     assert_eq!((code, out.as_str()), (0, "siloc-test.example\n"), "{err}");
 }
+
+/// A process in its own IPC namespace (host-owned), killed when dropped.
+struct IpcHolder(std::process::Child);
+
+impl IpcHolder {
+    fn start() -> IpcHolder {
+        let h = IpcHolder(
+            Command::new("unshare")
+                .args(["--ipc", "sleep", "300"])
+                .spawn()
+                .expect("unshare --ipc"),
+        );
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while ns_link(h.pid(), "ipc") == ns_link(std::process::id() as i64, "ipc") {
+            assert!(
+                std::time::Instant::now() < end,
+                "unshare --ipc did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        h
+    }
+
+    fn pid(&self) -> i64 {
+        i64::from(self.0.id())
+    }
+
+    /// `/proc/sys/<key>` as seen in the holder's IPC namespace.
+    fn sysctl(&self, key: &str) -> String {
+        let o = Command::new("nsenter")
+            .arg(format!("--ipc=/proc/{}/ns/ipc", self.pid()))
+            .args(["cat", &format!("/proc/sys/{key}")])
+            .output()
+            .expect("nsenter");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+}
+
+impl Drop for IpcHolder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// IPC sysctls in an IPC namespace given by path whose owning user namespace's root is
+/// not the container's (a host-owned one, a container root of host uid 100000+):
+/// runc 1.1.5 writes them from its init as the container's root and fails with `open
+/// /proc/sys/kernel/msgmax: permission denied` (the kernel's ipc_permissions; measured
+/// here side by side). siloc says the same before anything is made, and the
+/// namespace keeps its values. The main binary wrote them as the host's root.
+/// (No mqueue mount: it would fail first, engine::ns_owner case 3.)
+#[test]
+fn ipc_sysctls_in_an_ipc_namespace_of_another_root_fail_in_runcs_words() {
+    needs_root!();
+    let env = TestEnv::new();
+    let holder = IpcHolder::start();
+    let before = (
+        holder.sysctl("kernel/msgmax"),
+        holder.sysctl("fs/mqueue/msg_max"),
+    );
+    for (i, (key, value, path)) in [
+        ("kernel.msgmax", "12345", "kernel/msgmax"),
+        ("fs.mqueue.msg_max", "77", "fs/mqueue/msg_max"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = env.bundle(&format!("ipc{i}"), &["cat", &format!("/proc/sys/{path}")]);
+        b.annotate("io.siloc.userns", "auto");
+        b.edit(|s| {
+            s["linux"]["sysctl"] = json!({key: value});
+            s["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|m| m["type"] != "mqueue");
+            set_namespace(s, "ipc", Some(&format!("/proc/{}/ns/ipc", holder.pid())));
+        });
+        let id = env.id(&format!("ipcs{i}"));
+        let err = env.fails(&["run", "--bundle", b.path(), &id]);
+        assert!(
+            err.contains(&format!(
+                "unable to start container process: error during container init: open \
+                 /proc/sys/{path}: permission denied"
+            )),
+            "{key}: {err}"
+        );
+        nothing_of(&env, &id);
+        assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    }
+    assert_eq!(
+        (
+            holder.sysctl("kernel/msgmax"),
+            holder.sysctl("fs/mqueue/msg_max")
+        ),
+        before,
+        "the joined IPC namespace was changed"
+    );
+}
+
+/// A pod's app container joining the sandbox's user and IPC namespaces (the sandbox's
+/// user namespace owns the IPC namespace): its IPC sysctls are written, as under
+/// runc 1.1.5, and land in the sandbox's IPC namespace.
+#[test]
+fn ipc_sysctls_in_the_sandboxs_ipc_namespace_are_written() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut sb = env.bundle("sandbox", &["sleep", "1000"]);
+    sb.annotate("io.siloc.userns", "auto");
+    let sid = env.id("ipcsb");
+    let s = Container::start(&env, &sb, &sid);
+    let spid = pid_of(&env, &sid);
+    let uid = range_uid(&env, &sid);
+    let mut app = env.bundle(
+        "app",
+        &[
+            "cat",
+            "/proc/sys/kernel/msgmax",
+            "/proc/sys/fs/mqueue/msg_max",
+        ],
+    );
+    app.edit(|s| {
+        for t in ["user", "ipc"] {
+            set_namespace(s, t, Some(&format!("/proc/{spid}/ns/{t}")));
+        }
+        let m = json!([{"containerID": 0, "hostID": uid, "size": 65536}]);
+        s["linux"]["uidMappings"] = m.clone();
+        s["linux"]["gidMappings"] = m;
+        s["linux"]["sysctl"] = json!({"kernel.msgmax": "12345", "fs.mqueue.msg_max": "77"});
+    });
+    let aid = env.id("ipcapp");
+    let (code, out, err) = common::run(&env, &app, "ipcapp");
+    assert_eq!((code, out.as_str()), (0, "12345\n77\n"), "{err}");
+    let (code, out, err) = s.exec(&["cat", "/proc/sys/kernel/msgmax"]);
+    assert_eq!((code, out.as_str()), (0, "12345\n"), "{err}");
+    drop(s);
+    env.assert_no_trace(&aid);
+    env.assert_no_trace(&sid);
+}
