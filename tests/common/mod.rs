@@ -285,6 +285,21 @@ impl Drop for TestEnv {
     }
 }
 
+/// Waits up to `secs` seconds for `child` (polled every 50 ms): its exit status, or
+/// None when it still runs, for the caller to end it its own way (a hang check).
+pub fn wait_within(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for siloc") {
+            return Some(s);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// What container `id` left on the host: its default cgroup (`/siloc-<id>` in any
 /// hierarchy) and processes whose command line names it.
 pub fn traces_of(id: &str) -> Vec<String> {

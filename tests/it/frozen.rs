@@ -215,17 +215,10 @@ fn a_created_container_frozen_before_start_is_paused_not_hung() {
         .stderr(out.reopen().unwrap())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("start hung in a frozen cgroup");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let Some(status) = common::wait_within(&mut child, 20) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("start hung in a frozen cgroup");
     };
     let err = std::fs::read_to_string(out.path()).unwrap();
     assert!(!status.success(), "{err}");

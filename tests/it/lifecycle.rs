@@ -782,16 +782,7 @@ fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
         .stderr(out.reopen().unwrap())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if std::time::Instant::now() > end {
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = common::wait_within(&mut child, 20);
     if status.is_none() {
         // thaw: the hung create goes on and ends; delete its container, then the
         // cgroups libcontainer made
@@ -828,18 +819,11 @@ fn events_end_with_the_container_and_list_takes_a_missing_root() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if std::time::Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = common::wait_within(&mut child, 15);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let status = status.expect("events still running 14 s after the container stopped");
     assert!(status.success());
     let mut out = String::new();

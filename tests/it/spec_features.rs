@@ -600,16 +600,35 @@ pub(crate) fn read_master(mut m: std::fs::File) -> String {
 fn a_callers_console_socket_gets_the_fixed_terminal() {
     needs_root!();
     let env = TestEnv::new();
-    let script = "stat -L -c %u:%g /proc/self/fd/0; stty size; echo hello";
-    let mut b = env.bundle("b", &["sh", "-c", &format!("{script}; sleep 1000")]);
+    let b = console_socket_bundle(&env, "b");
+    console_socket_case(&env, &b, "plain");
+}
+
+/// The script of [`console_socket_case`]: the pty's owner, its size, a line.
+const CONSOLE_SCRIPT: &str = "stat -L -c %u:%g /proc/self/fd/0; stty size; echo hello";
+
+/// A bundle for [`console_socket_case`]: a terminal, user 1000:1001, 30x100.
+pub(crate) fn console_socket_bundle(env: &TestEnv, name: &str) -> common::Bundle {
+    let mut b = env.bundle(
+        name,
+        &["sh", "-c", &format!("{CONSOLE_SCRIPT}; sleep 1000")],
+    );
     b.edit(|s| {
         s["process"]["terminal"] = Value::Bool(true);
         s["process"]["user"] = json!({"uid": 1000, "gid": 1001});
         s["process"]["consoleSize"] = json!({"height": 30, "width": 100});
     });
-    let sock = env.dir.path().join("console.sock");
+    b
+}
+
+/// `create --console-socket` of `b` (from [`console_socket_bundle`]), then `exec -d
+/// --process --console-socket` as 1002:1003 at 20x60: both ptys arrive on the socket
+/// owned by the process's uid with devpts's group 5 (runc 1.1.5), sized, with ONLCR
+/// cleared (`\n`, not `\r\n`). `tag` names the case in failures and files.
+pub(crate) fn console_socket_case(env: &TestEnv, b: &common::Bundle, tag: &str) {
+    let sock = env.dir.path().join(format!("console-{tag}.sock"));
     let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-    let id = env.id("csock");
+    let id = env.id(&format!("cs{tag}"));
     let (ok, _, err) = env.detached(&[
         "create",
         "--bundle",
@@ -618,16 +637,14 @@ fn a_callers_console_socket_gets_the_fixed_terminal() {
         sock.to_str().unwrap(),
         &id,
     ]);
-    assert!(ok, "{err}");
-    let c = Container { env: &env, id };
+    assert!(ok, "{tag}: {err}");
+    let c = Container { env, id };
     let master = receive_master(&l);
     env.ok(&["start", &c.id]);
     let reader = std::thread::spawn(move || read_master(master));
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    // exec with a process.json: user and size of its own
-    let proc_json = env.dir.path().join("p.json");
+    let proc_json = env.dir.path().join(format!("p-{tag}.json"));
     let mut p = b.spec["process"].clone();
-    p["args"] = json!(["sh", "-c", script]);
+    p["args"] = json!(["sh", "-c", CONSOLE_SCRIPT]);
     p["user"] = json!({"uid": 1002, "gid": 1003});
     p["consoleSize"] = json!({"height": 20, "width": 60});
     std::fs::write(&proc_json, serde_json::to_vec(&p).unwrap()).unwrap();
@@ -640,11 +657,14 @@ fn a_callers_console_socket_gets_the_fixed_terminal() {
         sock.to_str().unwrap(),
         &c.id,
     ]);
-    assert!(ok, "{err}");
-    let exec_out = read_master(receive_master(&l));
-    assert_eq!(exec_out, "1002:5\n20 60\nhello\n");
+    assert!(ok, "{tag}: {err}");
+    assert_eq!(
+        read_master(receive_master(&l)),
+        "1002:5\n20 60\nhello\n",
+        "{tag}"
+    );
     env.ok(&["kill", &c.id, "KILL"]);
-    assert_eq!(reader.join().unwrap(), "1000:5\n30 100\nhello\n");
+    assert_eq!(reader.join().unwrap(), "1000:5\n30 100\nhello\n", "{tag}");
 }
 
 /// A foreground `exec -t` from a terminal: the program sees the caller's window size

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use common::{Bundle, Container, TestEnv};
 use serde_json::{Value, json};
 
-use crate::spec_features::{read_master, receive_master};
+use crate::spec_features::{console_socket_bundle, console_socket_case};
 
 /// The two kinds of user namespace: `spec` (mappings in config.json, as a
 /// `hostUsers: false` pod's) and `auto` (siloc's range).
@@ -110,56 +110,9 @@ fn a_callers_console_socket_in_a_user_namespace() {
     needs_root!();
     let env = TestEnv::new();
     for how in KINDS {
-        let script = "stat -L -c %u:%g /proc/self/fd/0; stty size; echo hello";
-        let mut b = env.bundle(
-            &format!("cs{how}"),
-            &["sh", "-c", &format!("{script}; sleep 1000")],
-        );
-        b.edit(|s| {
-            s["process"]["terminal"] = Value::Bool(true);
-            s["process"]["user"] = json!({"uid": 1000, "gid": 1001});
-            s["process"]["consoleSize"] = json!({"height": 30, "width": 100});
-        });
+        let mut b = console_socket_bundle(&env, &format!("cs{how}"));
         in_userns(&mut b, how);
-        let sock = env.dir.path().join(format!("console-{how}.sock"));
-        let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-        let id = env.id(&format!("cs{how}"));
-        let (ok, _, err) = env.detached(&[
-            "create",
-            "--bundle",
-            b.path(),
-            "--console-socket",
-            sock.to_str().unwrap(),
-            &id,
-        ]);
-        assert!(ok, "{how}: {err}");
-        let c = Container { env: &env, id };
-        let master = receive_master(&l);
-        env.ok(&["start", &c.id]);
-        let reader = std::thread::spawn(move || read_master(master));
-        let proc_json = env.dir.path().join(format!("p-{how}.json"));
-        let mut p = b.spec["process"].clone();
-        p["args"] = json!(["sh", "-c", script]);
-        p["user"] = json!({"uid": 1002, "gid": 1003});
-        p["consoleSize"] = json!({"height": 20, "width": 60});
-        std::fs::write(&proc_json, serde_json::to_vec(&p).unwrap()).unwrap();
-        let (ok, _, err) = env.detached(&[
-            "exec",
-            "-d",
-            "--process",
-            proc_json.to_str().unwrap(),
-            "--console-socket",
-            sock.to_str().unwrap(),
-            &c.id,
-        ]);
-        assert!(ok, "{how}: {err}");
-        assert_eq!(
-            read_master(receive_master(&l)),
-            "1002:5\n20 60\nhello\n",
-            "{how}"
-        );
-        env.ok(&["kill", &c.id, "KILL"]);
-        assert_eq!(reader.join().unwrap(), "1000:5\n30 100\nhello\n", "{how}");
+        console_socket_case(&env, &b, how);
     }
 }
 
