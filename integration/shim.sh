@@ -424,10 +424,15 @@ c_pod_one_shim() {
 # seconds, lists the containers with their states, and stop/remove cleans up.
 c_pod_ctrd_restart() {
   local pod a b shim up="" out rc
-  pod=$(cri runp grprestart siloc io.siloc.userns=auto)
   # containerd loads the bundles in the order of their ids: a's comes before the
   # sandbox's, whose bundle holds the log fifo the pod's shim writes to (made so by
-  # creating a again, ids are random; about 2 tries).
+  # running the pod again until its id starts with 8-f, then creating a again until
+  # its id is below; ids are random, about 2 tries each).
+  for _ in $(seq 20); do
+    pod=$(cri runp grprestart siloc io.siloc.userns=auto)
+    [[ ${pod:0:1} == [89a-f] ]] && break
+    stop_rm "$pod"
+  done
   for _ in $(seq 30); do
     a=$(cri create "$pod" grprestart a "$BB" '["sleep","1000"]' io.siloc.userns=auto)
     [[ $a < $pod ]] && break
