@@ -221,6 +221,13 @@ def main(argv) -> int:
         r = call(chan, "ListPodSandbox", b"")
         for item in r.get(1, []):
             print(first(decode(item), 1, b"").decode())
+    elif cmd == "ps":
+        # ListContainersResponse: containers = 1; Container: id = 1, pod_sandbox_id = 2,
+        # state = 6. One "ID STATE" a line.
+        r = call(chan, "ListContainers", b"")
+        for item in r.get(1, []):
+            c = decode(item)
+            print(first(c, 1, b"").decode(), STATES.get(first(c, 6, 0)))
     elif cmd == "stop":
         # StopContainerRequest: container_id = 1, timeout = 2 (seconds).
         call(chan, "StopContainer", fstr(1, args[0]) + fint(2, int(args[1]) if args[1:] else 10))

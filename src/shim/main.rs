@@ -44,5 +44,29 @@ fn main() {
         }
         std::process::exit(1);
     }
+    block_sigpipe();
     containerd_shim::run::<service::Service>(service::RUNTIME_ID, None);
+}
+
+/// Blocks SIGPIPE in the shim's main thread before any other thread exists, so that
+/// every thread inherits the mask (pthread_sigmask(3)): a write to a pipe or FIFO
+/// without a reader then only fails with EPIPE (pipe(7)).
+///
+/// Why: while containerd is down, the `log` FIFO of the shim's first bundle has no
+/// reader. Each log line then raises SIGPIPE, and containerd-shim's signal thread,
+/// which also reaps the shim's children, logs "received SIGPIPE" at debug level,
+/// which raises the next one: it spins and reaps no child. containerd 2.1, started
+/// again, loads the bundles in the order of their ids and calls Pids on each without a
+/// deadline (core/runtime/v2/shim_load.go); for an app container whose id comes
+/// before its sandbox's, the `siloc ps` behind Pids is never reaped, and containerd
+/// never reaches the sandbox's bundle, whose FIFO it would read. A pod shared by one
+/// shim made that order possible. siloc is started with an empty mask
+/// (`runtime::Siloc`), so the containers do not inherit this one.
+fn block_sigpipe() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGPIPE);
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None) {
+        eprintln!("{}: blocking SIGPIPE: {e}", service::RUNTIME_ID);
+    }
 }

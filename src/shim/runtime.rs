@@ -11,6 +11,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -56,6 +57,20 @@ impl Siloc {
         }
         if self.debug {
             c.arg("--debug");
+        }
+        // siloc (and so the container) starts with an empty signal mask, not the
+        // shim's, which blocks SIGPIPE (main.rs `block_sigpipe`); a mask survives
+        // execve(2). pthread_sigmask is async-signal-safe (signal-safety(7)).
+        // SAFETY: the closure only calls pthread_sigmask, safe between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                nix::sys::signal::pthread_sigmask(
+                    nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                    Some(&nix::sys::signal::SigSet::empty()),
+                    None,
+                )
+                .map_err(std::io::Error::from)
+            });
         }
         c
     }
