@@ -224,7 +224,6 @@ fn create(way: Way, layers: &[PathBuf], base: &Path, i: usize) -> Result<usize, 
                 upper: &upper,
                 work: &work,
                 source: "siloc-bench",
-                volatile: true,
             };
             rootfs::mount_overlay(&target, &spec, Some(ns.as_fd())).map_err(|x| x.to_string())?;
             Ok(1)

@@ -160,9 +160,6 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
                     upper: &upper_dir,
                     work: &work_dir,
                     source: &source,
-                    // Only the ephemeral upper dir is thrown away with the container;
-                    // a persistent or snapshotter upper dir must survive a host crash.
-                    volatile: persistent.is_none(),
                 },
                 ns.as_ref().map(std::os::fd::AsFd::as_fd),
             )?;

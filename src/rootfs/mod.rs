@@ -111,13 +111,6 @@ pub struct OverlaySpec<'a> {
     pub work: &'a Path,
     /// mountinfo `source` of the overlay, e.g. `siloc-<id>`; lets delete find it.
     pub source: &'a str,
-    /// Mount with overlayfs's `volatile` option (kernel 5.10+; Documentation/
-    /// filesystems/overlayfs.rst, "Volatile mount"): no sync of the upper dir's
-    /// filesystem on syncfs or unmount. Only for an upper dir that is thrown away with
-    /// the container: without it, the init's exit, which drops the last reference to
-    /// the overlay, waits for a sync of that whole filesystem (1-2 s on a busy root
-    /// filesystem), and `delete` right after `kill` finds the container still running.
-    pub volatile: bool,
 }
 
 /// Checks layer paths before anything is created: absolute, existing directories,
@@ -381,10 +374,6 @@ fn overlay_by_fd(fds: &[OwnedFd], spec: &OverlaySpec<'_>) -> Result<OwnedFd, Fal
         .map_err(fail("fsconfig upperdir", spec.upper))?;
     mountapi::fs_set_string(ctx.as_fd(), "workdir", &spec.work.to_string_lossy())
         .map_err(fail("fsconfig workdir", spec.work))?;
-    if spec.volatile {
-        mountapi::fs_set_flag(ctx.as_fd(), "volatile")
-            .map_err(fail("fsconfig volatile", spec.upper))?;
-    }
     // Before 6.15 overlayfs refuses lower layers in detached trees at create time
     // ("failed to clone lowerpath", EINVAL); the mount(2) path attaches them privately.
     mountapi::fs_create_mount(ctx.as_fd(), 0).map_err(|e| match e {
@@ -402,11 +391,10 @@ fn legacy_options(fds: &[i32], spec: &OverlaySpec<'_>) -> Result<String, RootfsE
         .map(|fd| format!("/proc/self/fd/{fd}"))
         .collect();
     let opts = format!(
-        "lowerdir={},upperdir={},workdir={}{}",
+        "lowerdir={},upperdir={},workdir={}",
         lower.join(":"),
         spec.upper.display(),
-        spec.work.display(),
-        if spec.volatile { ",volatile" } else { "" }
+        spec.work.display()
     );
     if opts.len() > LEGACY_OPTIONS_MAX {
         return Err(RootfsError::LegacyOptionsTooLong {
@@ -596,19 +584,10 @@ mod tests {
             upper: Path::new("/u"),
             work: Path::new("/w"),
             source: "siloc-x",
-            volatile: false,
         };
         assert_eq!(
             legacy_options(&[5, 6], &spec).unwrap(),
             "lowerdir=/proc/self/fd/6:/proc/self/fd/5,upperdir=/u,workdir=/w"
-        );
-        let thrown_away = OverlaySpec {
-            volatile: true,
-            ..spec
-        };
-        assert_eq!(
-            legacy_options(&[5], &thrown_away).unwrap(),
-            "lowerdir=/proc/self/fd/5,upperdir=/u,workdir=/w,volatile"
         );
         let many: Vec<i32> = (100..400).collect();
         assert!(matches!(

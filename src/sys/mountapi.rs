@@ -20,7 +20,6 @@ const AT_EMPTY_PATH: libc::c_uint = libc::AT_EMPTY_PATH as libc::c_uint;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_SET_FD: libc::c_uint = 5;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
@@ -157,24 +156,6 @@ pub(crate) fn fs_open(fstype: &str) -> Result<OwnedFd, Errno> {
     let t = CString::new(fstype).map_err(|_| Errno::EINVAL)?;
     // SAFETY: `t` is a valid NUL-terminated string for the call.
     fd_result(unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), FSOPEN_CLOEXEC) })
-}
-
-/// `fsconfig(ctx, FSCONFIG_SET_FLAG, key, NULL, 0)`: a valueless option, e.g.
-/// overlayfs `volatile`.
-pub(crate) fn fs_set_flag(ctx: BorrowedFd<'_>, key: &str) -> Result<(), Errno> {
-    let k = CString::new(key).map_err(|_| Errno::EINVAL)?;
-    // SAFETY: `k` is valid for the call; value and aux are NULL and 0 as the ABI
-    // requires for FSCONFIG_SET_FLAG.
-    unit_result(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            ctx.as_raw_fd(),
-            FSCONFIG_SET_FLAG,
-            k.as_ptr(),
-            std::ptr::null::<libc::c_char>(),
-            0,
-        )
-    })
 }
 
 /// `fsconfig(ctx, FSCONFIG_SET_STRING, key, value, 0)`.
