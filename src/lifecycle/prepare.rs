@@ -336,8 +336,10 @@ fn check_not_mounted_overlay(rec: &Record) -> Result<(), PrepareError> {
                  mounted the image's layers there), and overlayfs cannot be idmapped, so \
                  {}=auto cannot give this container a user namespace: run it through \
                  siloc's shim (containerd runtime_type \"io.containerd.siloc.v2\", binary \
-                 containerd-shim-siloc-v2), which hands siloc the layers unmounted, or \
-                 name the layers with {}",
+                 containerd-shim-siloc-v2), which hands siloc the layers unmounted, \
+                 name the layers with {}, or give the spec its own mappings (podman \
+                 --uidmap 0:HOSTID:SIZE --gidmap 0:HOSTID:SIZE, Kubernetes hostUsers: \
+                 false)",
                 m.source,
                 ann::USERNS,
                 ann::ROOTFS_LAYERS

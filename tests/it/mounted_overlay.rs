@@ -55,7 +55,9 @@ fn a_mounted_overlay_with_userns_auto_is_refused_naming_the_shim() {
     let (rc, out, err) = in_overlay_ns(&env, &b, &format!("$S create --bundle {} {id}", b.path()));
     assert_ne!(rc, 0, "create should fail: {out}{err}");
     assert!(
-        err.contains("already an overlay mount") && err.contains("containerd-shim-siloc-v2"),
+        err.contains("already an overlay mount")
+            && err.contains("containerd-shim-siloc-v2")
+            && err.contains("podman --uidmap"),
         "{err}"
     );
     assert!(
