@@ -53,6 +53,7 @@ pub struct Env<'a> {
 /// runs [`undo`] with the same record.
 pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
     check_not_mounted_overlay(rec)?;
+    check_layers_over_unmounted_root(rec)?;
     // Devices, NUMA node and I/O policy first: only reads, so a refusal leaves nothing.
     let placement = crate::lifecycle::placement::place(
         &crate::lifecycle::placement::HostSources::system(),
@@ -346,6 +347,37 @@ fn check_not_mounted_overlay(rec: &Record) -> Result<(), PrepareError> {
             ),
         }),
         _ => Ok(()),
+    }
+}
+
+/// Refuses `io.siloc.rootfs.layers` (and so `io.siloc.rootfs.upper`) when root.path
+/// is already a mount, before any ID range, directory or mount. siloc's shim strips
+/// these annotations from every bundle and sets them itself with root.path left
+/// unmounted; a root.path that is a mount means another shim (containerd's runc shim
+/// with BinaryName = siloc, podman) mounted the image there and passed the pod's own
+/// annotations through. Taken from a pod, they would name host directories as layers
+/// or as the upper dir, which the container then reads and writes as host root.
+///
+/// Errors: [`PrepareError::RootPath`] naming the annotation, the mount and the shim.
+fn check_layers_over_unmounted_root(rec: &Record) -> Result<(), PrepareError> {
+    if !matches!(rec.plan.rootfs, RootfsPlan::Overlay { .. }) {
+        return Ok(());
+    }
+    match rootfs::mount_at(&rec.rootfs) {
+        Some(m) => Err(PrepareError::RootPath {
+            path: rec.rootfs.clone(),
+            msg: format!(
+                "is already a {} mount (source {:?}), so annotation {} did not come from \
+                 siloc's shim, the only shim that sets it (it leaves root.path unmounted): \
+                 refused, since a pod's own annotation would name host directories as its \
+                 layers; run the container through containerd-shim-siloc-v2 (runtime_type \
+                 \"io.containerd.siloc.v2\") or drop the annotation",
+                m.fs_type,
+                m.source,
+                ann::ROOTFS_LAYERS
+            ),
+        }),
+        None => Ok(()),
     }
 }
 

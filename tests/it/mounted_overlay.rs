@@ -81,3 +81,46 @@ fn a_mounted_overlay_without_userns_runs_as_before() {
     assert!(out.contains("hi-from-overlay"), "{out}{err}");
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// A pod's own `io.siloc.rootfs.layers` that reaches siloc through containerd's runc
+/// shim: root.path is the (here empty) image mount, and the annotation names a host
+/// directory. Before the check the container read that directory's files as its root.
+#[test]
+fn layer_annotations_over_a_mounted_root_path_are_refused() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("ovl-layers");
+    let host_dir = env.dir.path().join("host-dir");
+    common::make_busybox_rootfs(&host_dir);
+    std::fs::write(host_dir.join("secret"), "host-secret-data\n").unwrap();
+    let mut b = Bundle::with_rootfs(&env.dir.path().join("b"), &["cat", "/secret"]);
+    b.annotate(
+        "io.siloc.rootfs.layers",
+        &serde_json::json!([host_dir]).to_string(),
+    );
+    let script = format!(
+        "set -e; mount -t tmpfs image {r}; {s} --root {root} --config {cfg} run --bundle {b} {id}",
+        r = b.dir.join("rootfs").display(),
+        s = common::siloc_bin().display(),
+        root = env.root.display(),
+        cfg = env.config.display(),
+        b = b.path(),
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(!o.status.success(), "run should fail: {out}{err}");
+    assert!(!out.contains("host-secret-data"), "{out}");
+    assert!(
+        err.contains("already a tmpfs mount")
+            && err.contains("io.siloc.rootfs.layers")
+            && err.contains("containerd-shim-siloc-v2"),
+        "{err}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
