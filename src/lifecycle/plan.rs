@@ -253,7 +253,7 @@ mod tests {
                     host_id: 6000,
                     size: 10
                 }],
-                joined: false,
+                join_path: None,
             }
         );
         assert_eq!(p.rootfs, RootfsPlan::AsIs);

@@ -105,12 +105,24 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         }
         test_hooks::crash_point("after-idpool");
     }
-    if let UsernsPlan::FromSpec { uid, gid, joined } = &rec.plan.userns {
+    if let UsernsPlan::FromSpec {
+        uid,
+        gid,
+        join_path,
+    } = &rec.plan.userns
+    {
         // The spec's own mappings (containerd 2.1 and the kubelet for `hostUsers:
         // false` pods, podman --uidmap): held in the host pool while the container
         // lives, so no range siloc hands out overlaps them; refused when too wide or
         // overlapping another container's range (userns::idpool_spec). Released by undo.
-        env.pool.hold_spec(&rec.id, uid, gid, *joined)?;
+        let joined = join_path.as_deref().map(ns_inode);
+        let owns = |root: &Path, id: &str| {
+            joined
+                .flatten()
+                .is_some_and(|ns| holder_userns(root, id) == Some(ns))
+        };
+        let owns: Option<crate::userns::idpool::JoinsHolder<'_>> = joined.map(|_| &owns as _);
+        env.pool.hold_spec(&rec.id, uid, gid, owns)?;
         test_hooks::crash_point("after-idpool");
     }
     let maps = crate::userns::id_maps(&rec.plan.userns, rec.prepared.range);
@@ -312,6 +324,19 @@ fn snapshot_dirs(
         },
     )?;
     Ok((u, w))
+}
+
+/// The (device, inode) of the namespace file at `path` (a `/proc/PID/ns/user` link
+/// is followed to the nsfs inode, as setns(2) opens it); `None` when it cannot be read.
+fn ns_inode(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The user namespace of container `id`'s init (under state root `root`): the
+/// namespace whose range that container holds in the ID pool.
+fn holder_userns(root: &Path, id: &str) -> Option<(u64, u64)> {
+    let pid = crate::engine::load_saved(root, id).ok()?.pid()?;
+    ns_inode(&PathBuf::from(format!("/proc/{pid}/ns/user")))
 }
 
 /// Refuses at once (before any ID range or mount) a user namespace for a root.path

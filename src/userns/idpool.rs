@@ -263,6 +263,10 @@ fn sub_id_entry(path: &Path, name: &str) -> Option<(u32, u32)> {
 /// which it says `false` are reclaimed.
 pub(crate) type HolderAlive = fn(root: &Path, id: &str) -> bool;
 
+/// Whether the user namespace a spec joins by path is that of container `id` under
+/// state root `root` (the holder of a pool entry).
+pub(crate) type JoinsHolder<'a> = &'a dyn Fn(&Path, &str) -> bool;
+
 /// The host's pool table, seen by one state root (the holder of what it allocates).
 pub(crate) struct IdPool {
     dir: PathBuf,
@@ -382,7 +386,8 @@ impl IdPool {
 
     /// Records the mappings container `id`'s spec brought (host side of each line), so
     /// no range overlapping them is handed out while it lives, after the checks of
-    /// [`idpool_spec`] (`joined`: the spec joins a user namespace by path). Nothing is
+    /// [`idpool_spec`] (`joins`: `Some` when the spec joins a user namespace by path,
+    /// saying whether it is the namespace of container `(state root, id)`). Nothing is
     /// recorded for empty mappings, nor when refused. Entries of holders that left no
     /// state are reclaimed first.
     ///
@@ -393,7 +398,7 @@ impl IdPool {
         id: &str,
         uid: &[IdMap],
         gid: &[IdMap],
-        joined: bool,
+        joins: Option<JoinsHolder<'_>>,
     ) -> Result<(), IdPoolError> {
         if uid.is_empty() && gid.is_empty() {
             return Ok(());
@@ -412,7 +417,9 @@ impl IdPool {
                 return Err(IdPoolError::AlreadyHeld(id.to_string()));
             }
             reclaim(&mut t.entries, self.alive);
-            idpool_spec::check(&t.entries, self.pool, self.cap, &us, &gs, joined)
+            let owns = |e: &Entry| joins.is_some_and(|f| f(&e.root, &e.id));
+            let owns: Option<&dyn Fn(&Entry) -> bool> = joins.map(|_| &owns as _);
+            idpool_spec::check(&t.entries, self.pool, self.cap, &us, &gs, owns)
                 .map_err(|r| self.refusal(r, uid, gid))?;
             t.entries.push(Entry {
                 root: self.root.clone(),
@@ -812,8 +819,8 @@ mod tests {
                 size: 65536,
             }]
         };
-        a.hold_spec("pod", &m(100_000), &m(200_000), false).unwrap();
-        a.hold_spec("none", &[], &[], false).unwrap();
+        a.hold_spec("pod", &m(100_000), &m(200_000), None).unwrap();
+        a.hold_spec("none", &[], &[], None).unwrap();
         assert_eq!(a.entries().unwrap().len(), 1, "empty mappings: no entry");
         assert_eq!(a.allocate("c", 65536).unwrap().uid, 100_000 + 65536);
         assert!(a.release("pod").unwrap());
@@ -836,7 +843,7 @@ mod tests {
             }]
         };
         let e = b
-            .hold_spec("c", &m(100_000 + 5, 10), &m(900_000, 10), false)
+            .hold_spec("c", &m(100_000 + 5, 10), &m(900_000, 10), None)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -848,10 +855,26 @@ mod tests {
              join their sandbox's) may repeat its range, exactly"
         );
         // the pod's app container, joining with the sandbox's range
-        b.hold_spec("app", &m(100_000, 65536), &m(200_000, 65536), true)
-            .unwrap();
+        let sandboxs = |r: &Path, id: &str| r == Path::new("/a") && id == "sandbox";
+        b.hold_spec(
+            "app",
+            &m(100_000, 65536),
+            &m(200_000, 65536),
+            Some(&sandboxs),
+        )
+        .unwrap();
+        // the same range joining a namespace that is not the sandbox's
+        assert!(
+            b.hold_spec(
+                "other",
+                &m(100_000, 65536),
+                &m(200_000, 65536),
+                Some(&|_, _| false)
+            )
+            .is_err()
+        );
         let e = b
-            .hold_spec("huge", &m(1, u32::MAX - 1), &m(1, u32::MAX - 1), false)
+            .hold_spec("huge", &m(1, u32::MAX - 1), &m(1, u32::MAX - 1), None)
             .unwrap_err()
             .to_string();
         assert!(

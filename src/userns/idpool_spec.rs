@@ -12,13 +12,15 @@
 //!   and are not counted. Raise `max_size` to allow such a mapping.
 //! - **Overlapping a range siloc handed out.** A mapping that overlaps an `auto` range
 //!   another live container holds would share that container's host IDs, which siloc
-//!   promised to nobody else. The one exception is the pod: a container that joins an
-//!   existing user namespace by path (`linux.namespaces` `user` with a `path`) and
-//!   repeats a live range exactly (the same uid and gid spans): a pod's app containers
-//!   join their sandbox's namespace, and containerd's CRI and siloc's shim repeat the
-//!   sandbox's mappings in their specs. Joining a namespace gives the container no new
-//!   host IDs (the kernel uses the joined namespace's mapping), so the range stays the
-//!   sandbox's. Creating a new namespace with the same range, or joining with a
+//!   promised to nobody else. The one exception is the pod: a container that joins
+//!   the range holder's own user namespace by path (`linux.namespaces` `user` with a
+//!   `path`) and repeats its range exactly (the same uid and gid spans): a pod's app
+//!   containers join their sandbox's namespace, and containerd's CRI and siloc's shim
+//!   repeat the sandbox's mappings in their specs. Joining a namespace gives the
+//!   container no new host IDs (the kernel uses the joined namespace's mapping), so
+//!   the range stays the sandbox's. Creating a new namespace with the same range,
+//!   joining another namespace with it (containerd 2.1 makes the user namespace of a
+//!   `hostUsers: false` sandbox itself and hands over its path), or joining with a
 //!   different or partly overlapping mapping, is refused.
 //!
 //! Not refused: a mapping overlapping another container's spec mapping. Both came
@@ -87,7 +89,8 @@ fn same(a: &[Span], b: &[Span]) -> bool {
 
 /// Checks the host side of a spec's mappings (`uid`, `gid` spans) against the pool
 /// and the live `others` (every entry but the new holder's): the cap first, then the
-/// overlap rule of the module doc. `joined`: the spec joins a user namespace by path.
+/// overlap rule of the module doc. `joins`: `Some` when the spec joins a user
+/// namespace by path, saying whether that namespace is the given entry's holder's.
 ///
 /// Errors: the first [`Refusal`] found, uid before gid.
 pub(crate) fn check(
@@ -96,7 +99,7 @@ pub(crate) fn check(
     cap: u32,
     uid: &[Span],
     gid: &[Span],
-    joined: bool,
+    joins: Option<&dyn Fn(&Entry) -> bool>,
 ) -> Result<(), Refusal> {
     for (is_uid, spans, start) in [(true, uid, pool.uid_start), (false, gid, pool.gid_start)] {
         let n = covered(spans, start, pool.size);
@@ -112,7 +115,7 @@ pub(crate) fn check(
         if hits == (false, false) {
             continue;
         }
-        if joined && same(uid, &e.uid) && same(gid, &e.gid) {
+        if same(uid, &e.uid) && same(gid, &e.gid) && joins.is_some_and(|owns| owns(e)) {
             continue;
         }
         return Err(Refusal::Overlaps {
@@ -132,6 +135,9 @@ mod tests {
         gid_start: 200_000,
         size: 8 * 65536,
     };
+
+    /// Joins the namespace of whichever entry is asked about.
+    const JOINS_HOLDERS: Option<&dyn Fn(&Entry) -> bool> = Some(&|_| true);
 
     fn sp(host: u32, size: u32) -> Vec<Span> {
         vec![Span { host, size }]
@@ -166,28 +172,28 @@ mod tests {
         let huge = sp(1, u32::MAX - 1);
         let small = sp(5_000_000, 65536);
         assert_eq!(
-            check(&[], POOL, 65536 * 4, &huge, &small, false),
+            check(&[], POOL, 65536 * 4, &huge, &small, None),
             Err(Refusal::TooWide {
                 uid: true,
                 covered: u64::from(POOL.size)
             })
         );
         assert_eq!(
-            check(&[], POOL, 65536 * 4, &small, &huge, false),
+            check(&[], POOL, 65536 * 4, &small, &huge, None),
             Err(Refusal::TooWide {
                 uid: false,
                 covered: u64::from(POOL.size)
             })
         );
-        assert_eq!(check(&[], POOL, POOL.size, &huge, &huge, false), Ok(()));
+        assert_eq!(check(&[], POOL, POOL.size, &huge, &huge, None), Ok(()));
         // 10 million IDs past the pool's end: none of the pool's
         let far = sp(POOL.gid_start + POOL.size, 10_000_000);
-        assert_eq!(check(&[], POOL, 65536, &far, &far, false), Ok(()));
+        assert_eq!(check(&[], POOL, 65536, &far, &far, None), Ok(()));
         // exactly the cap is fine, one more is not
         let at_cap = sp(POOL.uid_start, 65536);
-        assert_eq!(check(&[], POOL, 65536, &at_cap, &[], false), Ok(()));
+        assert_eq!(check(&[], POOL, 65536, &at_cap, &[], None), Ok(()));
         let over = sp(POOL.uid_start, 65537);
-        assert!(check(&[], POOL, 65536, &over, &[], false).is_err());
+        assert!(check(&[], POOL, 65536, &over, &[], None).is_err());
     }
 
     /// A mapping overlapping another container's `auto` range is refused, in uids or
@@ -199,10 +205,14 @@ mod tests {
         let live = [sandbox.clone()];
         let (u, g) = (sp(100_000, 65536), sp(200_000, 65536));
         // the app container joining the sandbox's namespace with its range
-        assert_eq!(check(&live, POOL, 1 << 20, &u, &g, true), Ok(()));
+        assert_eq!(check(&live, POOL, 1 << 20, &u, &g, JOINS_HOLDERS), Ok(()));
+        // the same range joining a namespace that is not the sandbox's (containerd
+        // 2.1's own for a hostUsers: false pod): it would share the sandbox's IDs
+        let elsewhere: Option<&dyn Fn(&Entry) -> bool> = Some(&|_| false);
+        assert!(check(&live, POOL, 1 << 20, &u, &g, elsewhere).is_err());
         // the same range in a new namespace: two namespaces would share host IDs
         assert_eq!(
-            check(&live, POOL, 1 << 20, &u, &g, false),
+            check(&live, POOL, 1 << 20, &u, &g, None),
             Err(Refusal::Overlaps {
                 uid: true,
                 entry: sandbox.clone()
@@ -215,7 +225,7 @@ mod tests {
             (sp(150_000, 65536), sp(250_000, 65536)),
         ] {
             assert!(
-                check(&live, POOL, 1 << 20, &uu, &gg, true).is_err(),
+                check(&live, POOL, 1 << 20, &uu, &gg, JOINS_HOLDERS).is_err(),
                 "{uu:?} {gg:?}"
             );
         }
@@ -226,7 +236,7 @@ mod tests {
             1 << 20,
             &sp(900_000, 10),
             &sp(265_535, 10),
-            false,
+            None,
         );
         assert_eq!(
             gid_only,
@@ -237,10 +247,10 @@ mod tests {
         );
         // right next to it: no overlap
         let next = (sp(165_536, 65536), sp(265_536, 65536));
-        assert_eq!(check(&live, POOL, 1 << 20, &next.0, &next.1, false), Ok(()));
+        assert_eq!(check(&live, POOL, 1 << 20, &next.0, &next.1, None), Ok(()));
         // another container's spec mapping is not a handed-out range
         let mut spec = sandbox;
         spec.kind = Kind::Spec;
-        assert_eq!(check(&[spec], POOL, 1 << 20, &u, &g, false), Ok(()));
+        assert_eq!(check(&[spec], POOL, 1 << 20, &u, &g, None), Ok(()));
     }
 }

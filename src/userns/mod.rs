@@ -115,13 +115,13 @@ pub(crate) enum UsernsPlan {
     /// siloc allocates `size` host IDs and maps container 0..size-1 onto them.
     Auto { size: u32 },
     /// The spec brings its own mappings; siloc leaves them and idmaps layers with them.
-    /// `joined`: the spec joins an existing user namespace by path (a pod's app
-    /// container joining its sandbox's), so the mappings repeat that namespace's.
+    /// `join_path`: the user namespace the spec joins by path (a pod's app container
+    /// joining its sandbox's), whose mappings the spec repeats.
     FromSpec {
         uid: Vec<IdMap>,
         gid: Vec<IdMap>,
         #[serde(default)]
-        joined: bool,
+        join_path: Option<std::path::PathBuf>,
     },
 }
 
@@ -166,7 +166,7 @@ pub(crate) fn plan(
         return Ok(UsernsPlan::FromSpec {
             uid: conv(l.uid_mappings()),
             gid: conv(l.gid_mappings()),
-            joined: ns.path().is_some(),
+            join_path: ns.path().clone(),
         });
     }
     let mode = mode.unwrap_or(cfg.default.as_str());

@@ -325,6 +325,18 @@ fn a_spec_mapping_overlapping_a_handed_out_range_is_refused() {
         b.assert_no_trace(&id);
     }
     assert_eq!(a.pool_holders(), std::slice::from_ref(&sandbox.id));
+    // The same range joining a user namespace that is not the sandbox's (containerd
+    // 2.1 makes a hostUsers: false sandbox's namespace itself): refused.
+    let other = ForeignUserns::new(START, R);
+    let id = b.id("foreign");
+    let bundle = spec_bundle(&b, "foreign", START, R, Some(other.path()));
+    let (ok, _, err) = b.detached(&["create", "--bundle", bundle.path(), &id]);
+    assert!(
+        !ok,
+        "create {id} joining a foreign namespace should be refused"
+    );
+    assert!(err.contains("overlaps the ID range"), "{err}");
+    b.assert_no_trace(&id);
     // The pod's app container: joins the sandbox's user namespace, repeats its range.
     let pid = a.state(&sandbox.id)["pid"].as_i64().unwrap();
     let app = spec_bundle(&b, "app", START, R, Some(format!("/proc/{pid}/ns/user")));
@@ -333,6 +345,45 @@ fn a_spec_mapping_overlapping_a_handed_out_range_is_refused() {
     drop((app, sandbox));
     assert!(a.leftovers().is_empty(), "{:?}", a.leftovers());
     assert!(b.leftovers().is_empty(), "{:?}", b.leftovers());
+}
+
+/// A user namespace made outside siloc (`unshare -U sleep`) whose uid and gid maps
+/// are `0 host size`; its process is killed when dropped.
+struct ForeignUserns(std::process::Child);
+
+impl ForeignUserns {
+    fn new(host: u32, size: u32) -> ForeignUserns {
+        let child = std::process::Command::new("unshare")
+            .args(["-U", "sleep", "1000"])
+            .spawn()
+            .expect("unshare -U");
+        let me = ForeignUserns(child);
+        let pid = me.0.id();
+        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/user")).ok();
+        // unshare(1) unshares, then execs sleep: wait for the new namespace.
+        for _ in 0..500 {
+            if ns(&pid.to_string()).is_some_and(|n| Some(n) != ns("self")) {
+                for f in ["uid_map", "gid_map"] {
+                    std::fs::write(format!("/proc/{pid}/{f}"), format!("0 {host} {size}\n"))
+                        .expect(f);
+                }
+                return me;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("unshare -U made no user namespace");
+    }
+
+    fn path(&self) -> String {
+        format!("/proc/{}/ns/user", self.0.id())
+    }
+}
+
+impl Drop for ForeignUserns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// 64 ranges: a pool larger than the default per-container cap (16 ranges).
