@@ -15,7 +15,8 @@
 //! `<root>/.siloc/exec-created/<pid>/` whose `<id>/` holds copies of state.json
 //! (status `running` for a created container, below; `bundle` pointing
 //! into the view), youki_config.json, config.json (`root.path` set to `/`: the tenant
-//! builder only canonicalizes it, the rootfs is the init's) and the process.json. The
+//! builder only canonicalizes it, the rootfs is the init's; the init's
+//! `additionalGids` dropped, see [`View::make`]) and the process.json. The
 //! builder is given `/proc/self/fd/N`, N an fd of the view opened before the join: a
 //! magic link, resolved without searching the view's ancestors. The real state dir is
 //! not touched, and the view is removed through an fd of `<root>/.siloc` when dropped.
@@ -112,6 +113,13 @@ impl View {
         if spec["root"].is_object() {
             spec["root"]["path"] = serde_json::Value::from("/");
         }
+        // The builder validates the init's process as if it made a new user namespace,
+        // from inside the joined one, so any additionalGids read as "unprivileged user
+        // can't set supplementary groups" (containerd adds them to every process). It
+        // then replaces that process by the exec's, so the init's groups are not used.
+        if let Some(user) = spec["process"]["user"].as_object_mut() {
+            user.remove("additionalGids");
+        }
         let out = dir.join("config.json");
         std::fs::write(&out, serde_json::to_vec(&spec).unwrap_or_default())
             .map_err(|e| format!("{}: {e}", out.display()))?;
@@ -198,7 +206,11 @@ mod tests {
         )
         .unwrap();
         std::fs::write(real.join("youki_config.json"), "{}").unwrap();
-        std::fs::write(rec.join("config.json"), r#"{"root":{"path":"/x/rootfs"}}"#).unwrap();
+        std::fs::write(
+            rec.join("config.json"),
+            r#"{"root":{"path":"/x/rootfs"},"process":{"user":{"uid":0,"gid":0,"additionalGids":[0]}}}"#,
+        )
+        .unwrap();
         let p = d.path().join("p.json");
         std::fs::write(&p, r#"{"args":["true"]}"#).unwrap();
         let v = View::make(d.path(), "c1", &p).unwrap();
@@ -209,7 +221,12 @@ mod tests {
         assert_eq!(seen["status"], "running");
         assert_eq!(seen["pid"], 5);
         assert_eq!(seen["bundle"], v.root().join("c1").to_str().unwrap());
-        assert_eq!(read(v.root().join("c1/config.json"))["root"]["path"], "/");
+        let spec = read(v.root().join("c1/config.json"));
+        assert_eq!(spec["root"]["path"], "/");
+        assert_eq!(
+            spec["process"]["user"],
+            serde_json::json!({"uid":0,"gid":0})
+        );
         assert_eq!(read(v.process())["args"][0], "true");
         assert!(v.root().join("c1/youki_config.json").exists());
         // the real state is untouched

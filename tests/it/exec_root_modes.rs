@@ -111,3 +111,25 @@ fn userns_exec_under_a_state_root_whose_parent_is_0600() {
     env.assert_no_trace(&aid);
     env.assert_no_trace(&sid);
 }
+
+/// `exec` into a user-namespaced container whose init has supplementary groups, as
+/// containerd gives every process (`additionalGids`), and with `-g` groups of
+/// its own (what `ctr task exec` sends). libcontainer validated the init's groups
+/// from inside the joined user namespace and refused: "unprivileged user can't set
+/// supplementary groups". runc runs both.
+#[test]
+fn userns_exec_with_supplementary_groups() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("gids", &["sleep", "1000"]);
+    b.annotate("io.siloc.userns", "auto");
+    b.edit(|s| s["process"]["user"]["additionalGids"] = json!([10]));
+    let id = env.id("gids");
+    let c = Container::start(&env, &b, &id);
+    let (rc, out, err) = c.exec(&["sh", "-c", "id -G"]);
+    assert_eq!((rc, out.trim()), (0, "0 10"), "exec: {err}");
+    let (rc, out, err) = c.exec(&["-g", "20", "sh", "-c", "id -G"]);
+    assert_eq!((rc, out.trim()), (0, "0 10 20"), "exec -g: {err}");
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
