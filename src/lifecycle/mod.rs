@@ -553,6 +553,17 @@ fn delete_engine(
     extras: Option<&Path>,
 ) -> Result<(), LifecycleError> {
     let deadline = std::time::Instant::now() + CGROUP_DRAIN;
+    // `kill ID KILL; delete ID` (a script's, podman's): the kill returned before the
+    // kernel tore the init down, so it still shows as running. It is already going:
+    // wait for it, as long as a forced delete would, rather than refuse.
+    if !force
+        && c.status() == libcontainer::container::ContainerStatus::Running
+        && let Some(pid) = c.pid()
+        && crate::sys::pidfd::dying(pid)
+    {
+        crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
+        let _ = c.refresh_status();
+    }
     // Kill first and wait for the init to be gone (its pid namespace with it), so
     // libcontainer finds an empty cgroup instead of sleeping through its retries.
     if let Some(pid) = c.pid()

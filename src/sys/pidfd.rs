@@ -17,6 +17,22 @@ pub(crate) fn wait_exit(pid: Pid, timeout: Duration) -> bool {
     }
 }
 
+/// Whether `pid` is on its way out: SIGKILL pending (kill(2) returns before the
+/// target is torn down) or PF_EXITING set (in do_exit(), which drops its mount
+/// namespace: an overlay rootfs's unmount syncs the upper dir). Read from
+/// /proc/PID/stat (flags) and /proc/PID/status (SigPnd, ShdPnd); false when
+/// neither can be read.
+pub(crate) fn dying(pid: Pid) -> bool {
+    const PF_EXITING: u32 = 0x4;
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    let Ok(p) = procfs::process::Process::new(pid.as_raw()) else {
+        return false;
+    };
+    p.stat().is_ok_and(|s| s.flags & PF_EXITING != 0)
+        || p.status()
+            .is_ok_and(|s| (s.sigpnd | s.shdpnd) & SIGKILL_BIT != 0)
+}
+
 /// Sends SIGKILL to `pid` and waits up to `timeout` for it to exit, both through one
 /// pidfd, so a pid reused in between is never signalled (pidfd_send_signal(2), 5.1+).
 /// Returns true when it has exited (or never existed).

@@ -851,3 +851,37 @@ fn events_end_with_the_container_and_list_takes_a_missing_root() {
     );
     assert!(!missing.exists());
 }
+
+/// `kill ID KILL` and `delete ID` right after it, as scripts and podman do: the
+/// kill returns before the kernel has torn the init down (its overlay rootfs
+/// unmounts, which syncs), and delete found it still running: "cannot delete
+/// container ... that is not stopped: running", every time with a layered rootfs.
+#[test]
+fn delete_right_after_kill_waits_for_the_dying_init() {
+    needs_root!();
+    let env = TestEnv::new();
+    let layer = env.dir.path().join("layer");
+    common::make_busybox_rootfs(&layer);
+    for i in 0..5 {
+        let mut b = common::Bundle::with_rootfs(
+            &env.dir.path().join(format!("b{i}")),
+            &[
+                "sh",
+                "-c",
+                "dd if=/dev/zero of=/f bs=1M count=16 2>/dev/null; sleep 1000",
+            ],
+        );
+        b.annotate("io.siloc.userns", "auto");
+        b.annotate(
+            "io.siloc.rootfs.layers",
+            &serde_json::json!([layer]).to_string(),
+        );
+        let id = env.id(&format!("kd{i}"));
+        let c = Container::start(&env, &b, &id);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        env.ok(&["kill", &id, "KILL"]);
+        env.ok(&["delete", &id]);
+        drop(c);
+    }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
