@@ -250,6 +250,21 @@ pub fn parse_latency(text: &str) -> Result<u64, String> {
 pub struct IoPlan {
     pub class: Option<String>,
     pub limits: IoLimits,
+    /// The limit annotations given (`io.siloc.io.max`, `.weight`, `.latency`): a
+    /// warning about a limit names its annotation, else the class it came from.
+    #[serde(default)]
+    pub given: Vec<String>,
+}
+
+impl IoPlan {
+    /// What set the limit of annotation `key`, for messages: the annotation when
+    /// given, else `I/O class "NAME"` (`io.siloc.io.class` or `[io] default_class`).
+    fn source(&self, key: &str) -> String {
+        match &self.class {
+            Some(c) if !self.given.iter().any(|g| g == key) => format!("I/O class {c:?}"),
+            _ => key.to_string(),
+        }
+    }
 }
 
 /// Reads the class (`io.siloc.io.class`, else `[io] default_class`) and the explicit
@@ -304,7 +319,16 @@ pub fn plan(a: &HashMap<String, String>, cfg: &IoConfig) -> Result<IoPlan, Annot
     if let Some(t) = a.get(ann::IO_LATENCY) {
         limits.latency = Some(parse_latency(t).map_err(|m| err(ann::IO_LATENCY, m))?);
     }
-    Ok(IoPlan { class, limits })
+    let given = [ann::IO_MAX, ann::IO_WEIGHT, ann::IO_LATENCY]
+        .into_iter()
+        .filter(|k| a.contains_key(*k))
+        .map(String::from)
+        .collect();
+    Ok(IoPlan {
+        class,
+        limits,
+        given,
+    })
 }
 
 /// The cgroup I/O controller the host offers, as libcgroups will use it.
@@ -497,7 +521,7 @@ pub fn decide(
             warnings.push(format!(
                 "{}: weight {w} dropped: this host's {} cgroups have no weight file \
                  (needs bfq, or blk-iocost on cgroup v2)",
-                ann::IO_WEIGHT,
+                plan.source(ann::IO_WEIGHT),
                 cgroup.word()
             ));
             limits.weight = None;
@@ -526,7 +550,7 @@ pub fn decide(
                 warnings.push(format!(
                     "{}: weight {w} has no effect on {}: proportional weights need the bfq \
                      scheduler{}",
-                    ann::IO_WEIGHT,
+                    plan.source(ann::IO_WEIGHT),
                     shown.join(", "),
                     if matches!(cgroup, CgroupIo::V2 { .. }) {
                         " or io.cost enabled for the device"
@@ -551,7 +575,7 @@ pub fn decide(
             let shown: Vec<String> = disks.iter().map(|(n, d)| format!("{n} ({d})")).collect();
             warnings.push(format!(
                 "{}: latency target {us} us dropped for {}: {m}",
-                ann::IO_LATENCY,
+                plan.source(ann::IO_LATENCY),
                 if shown.is_empty() {
                     "the container".to_string()
                 } else {

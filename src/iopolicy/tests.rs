@@ -125,6 +125,7 @@ fn plan_class_default_and_overrides() {
             latency: None,
         }
     );
+    assert_eq!(p.given, [ann::IO_MAX, ann::IO_WEIGHT]);
     // no class anywhere: only the explicit limits
     let p = plan(&ann(&[(ann::IO_MAX, "wbps=1M")]), &IoConfig::default()).unwrap();
     assert_eq!((p.class, p.limits.wbps), (None, Some(1 << 20)));
@@ -217,6 +218,7 @@ fn decide_warns_where_it_matters() {
             wbps: Some(1 << 20),
             ..Default::default()
         },
+        ..Default::default()
     };
     let (d, w) = decide(&p, &v1, &vda, &sched(&[("vda", "mq-deadline")])).unwrap();
     assert_eq!(d.disks, vec![("vda".to_string(), DevNum::new(254, 0))]);
@@ -229,6 +231,7 @@ fn decide_warns_where_it_matters() {
             rbps: Some(1 << 20),
             ..Default::default()
         },
+        ..Default::default()
     };
     assert!(
         decide(&p, &v1, &vda, &BTreeMap::new())
@@ -249,6 +252,7 @@ fn decide_warns_where_it_matters() {
             weight: Some(300),
             ..Default::default()
         },
+        ..Default::default()
     };
     let nvme = [disk("nvme0n1", (259, 0), &["nvme0n1"])];
     let (d, w) = decide(&p, &v2, &nvme, &sched(&[("nvme0n1", "none")])).unwrap();
@@ -259,6 +263,27 @@ fn decide_warns_where_it_matters() {
     assert!(
         w.iter()
             .any(|w| w.contains("no effect on vda (scheduler mq-deadline)")),
+        "{w:?}"
+    );
+    // a weight from a class is named by the class, one from the annotation by it
+    let from_class = IoPlan {
+        class: Some("gold".into()),
+        ..p.clone()
+    };
+    let (_, w) = decide(&from_class, &v2, &vda, &sched(&[("vda", "none")])).unwrap();
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("I/O class \"gold\": weight 300 has no effect")),
+        "{w:?}"
+    );
+    let given = IoPlan {
+        given: vec![ann::IO_WEIGHT.into()],
+        ..from_class
+    };
+    let (_, w) = decide(&given, &v2, &vda, &sched(&[("vda", "none")])).unwrap();
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("io.siloc.io.weight: weight 300 has no effect")),
         "{w:?}"
     );
     // bfq on a leaf under dm counts
@@ -311,6 +336,7 @@ fn decision(
     let plan = IoPlan {
         class: Some("c".into()),
         limits,
+        ..Default::default()
     };
     decide(&plan, &cgroup, &devs, &BTreeMap::new()).unwrap().0
 }
@@ -729,7 +755,7 @@ fn latency_is_kept_on_v2_and_dropped_with_a_named_warning_elsewhere() {
         assert!(latency::lines(&d).is_empty());
         assert!(
             w.iter().any(|w| w.starts_with(
-                "io.siloc.io.latency: latency target 2000 us dropped for vda (254:0): "
+                "I/O class \"latency-critical\": latency target 2000 us dropped for vda (254:0): "
             ) && w.contains(says)),
             "{w:?}"
         );
