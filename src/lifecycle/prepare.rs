@@ -385,25 +385,26 @@ fn check_not_mounted_overlay(rec: &Record) -> Result<(), PrepareError> {
 ///
 /// Errors: [`PrepareError::RootPath`] naming the annotation, the mount and the shim.
 fn check_layers_over_unmounted_root(rec: &Record) -> Result<(), PrepareError> {
-    if !matches!(rec.plan.rootfs, RootfsPlan::Overlay { .. }) {
+    // One statx on the create path; the mount table only for the message.
+    if !matches!(rec.plan.rootfs, RootfsPlan::Overlay { .. })
+        || !rootfs::creator_ns::is_mount_root(&rec.rootfs)?
+    {
         return Ok(());
     }
-    match rootfs::mount_at(&rec.rootfs) {
-        Some(m) => Err(PrepareError::RootPath {
-            path: rec.rootfs.clone(),
-            msg: format!(
-                "is already a {} mount (source {:?}), so annotation {} did not come from \
-                 siloc's shim, the only shim that sets it (it leaves root.path unmounted): \
-                 refused, since a pod's own annotation would name host directories as its \
-                 layers; run the container through containerd-shim-siloc-v2 (runtime_type \
-                 \"io.containerd.siloc.v2\") or drop the annotation",
-                m.fs_type,
-                m.source,
-                ann::ROOTFS_LAYERS
-            ),
-        }),
-        None => Ok(()),
-    }
+    let what = rootfs::mount_at(&rec.rootfs).map_or("a mount".to_string(), |m| {
+        format!("a {} mount (source {:?})", m.fs_type, m.source)
+    });
+    Err(PrepareError::RootPath {
+        path: rec.rootfs.clone(),
+        msg: format!(
+            "is already {what}, so annotation {} did not come from siloc's shim, the only \
+             shim that sets it (it leaves root.path unmounted): refused, since a pod's own \
+             annotation would name host directories as its layers; run the container \
+             through containerd-shim-siloc-v2 (runtime_type \"io.containerd.siloc.v2\") or \
+             drop the annotation",
+            ann::ROOTFS_LAYERS
+        ),
+    })
 }
 
 /// Refuses upper and work dirs that are a layer, inside one or hold one: siloc chowns

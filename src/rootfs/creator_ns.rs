@@ -65,7 +65,11 @@ fn mount_point_of(p: &Path) -> Result<std::path::PathBuf, RootfsError> {
     Ok("/".into())
 }
 
-fn is_mount_root(p: &Path) -> Result<bool, RootfsError> {
+/// Whether `p` (not followed when a symlink) is the root of a mount: statx
+/// STATX_ATTR_MOUNT_ROOT (Linux 5.8); always false on older kernels.
+///
+/// Errors: [`RootfsError::Sys`] when statx fails (names the path).
+pub(crate) fn is_mount_root(p: &Path) -> Result<bool, RootfsError> {
     let sys = |errno| RootfsError::Sys {
         step: "statx",
         path: p.to_path_buf(),
