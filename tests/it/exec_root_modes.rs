@@ -130,6 +130,23 @@ fn userns_exec_with_supplementary_groups() {
     assert_eq!((rc, out.trim()), (0, "0 10"), "exec: {err}");
     let (rc, out, err) = c.exec(&["-g", "20", "sh", "-c", "id -G"]);
     assert_eq!((rc, out.trim()), (0, "0 10 20"), "exec -g: {err}");
+    // IDs past the range: named, not libcontainer's "failed syscall"
+    for (args, says) in [
+        (
+            &["-g", "70000"][..],
+            "process.user.additionalGids 70000 is not mapped",
+        ),
+        (&["-u", "70000"][..], "process.user.uid 70000 is not mapped"),
+        (
+            &["-u", "0:70000"][..],
+            "process.user.gid 70000 is not mapped",
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.push("true");
+        let (rc, _, err) = c.exec(&a);
+        assert!(rc != 0 && err.contains(says), "exec {args:?}: {rc} {err}");
+    }
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
