@@ -316,13 +316,13 @@ fn exec_process(
 ) -> anyhow::Result<i32> {
     let p = checked_process(&process, shown)?;
     // An ID the container's user namespace does not map: named now, rather than
-    // libcontainer's "failed syscall" (userns::exec_ids).
+    // libcontainer's "failed syscall" (engine::exec_ids).
     if let Some(pid) = init {
         let map = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}"));
         if let (Ok(u), Ok(g)) = (map("uid_map"), map("gid_map")) {
             let user = p.user();
             let groups = user.additional_gids().clone().unwrap_or_default();
-            crate::userns::exec_ids::check(&u, &g, user.uid(), user.gid(), &groups)
+            crate::engine::exec_ids::check(&u, &g, user.uid(), user.gid(), &groups)
                 .map_err(|m| anyhow::anyhow!("exec: {m}"))?;
         }
     }

@@ -8,6 +8,7 @@ pub mod console_fixup;
 pub mod console_owner;
 pub mod cwd;
 pub mod exec_cgroup;
+pub(crate) mod exec_ids;
 pub mod exec_seccomp;
 pub mod exec_sockets;
 pub mod exec_view;

@@ -3,7 +3,6 @@
 //! per-state-root tables of earlier versions are imported by [`idpool_import`]), and
 //! the throwaway namespaces that carry a mapping for idmapped mounts ([`ns_fd`]).
 
-pub(crate) mod exec_ids;
 pub(crate) mod idpool;
 pub(crate) mod idpool_import;
 pub(crate) mod idpool_spec;

@@ -22,7 +22,7 @@ pub(crate) fn check(
                 .map(|g| ("process.user.additionalGids", *g, gid_map)),
         );
     for (field, id, map) in wanted {
-        if !mapped(map, id) {
+        if super::console_fixup::mapped(map, id).is_none() {
             let shown: Vec<&str> = map.lines().map(str::trim).collect();
             return Err(format!(
                 "{field} {id} is not mapped in the container's user namespace (map: {})",
@@ -31,21 +31,6 @@ pub(crate) fn check(
         }
     }
     Ok(())
-}
-
-/// Whether container ID `id` falls in a line of `map`; an unreadable line counts as
-/// mapping everything, so only a clear miss refuses.
-fn mapped(map: &str, id: u32) -> bool {
-    map.lines().any(|l| {
-        let v: Vec<u64> = l
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        match v[..] {
-            [inside, _, count] => (inside..inside + count).contains(&u64::from(id)),
-            _ => true,
-        }
-    })
 }
 
 #[cfg(test)]
