@@ -34,9 +34,10 @@ pub(crate) fn document() -> serde_json::Value {
             "apparmor": {"enabled": apparmor},
             "selinux": {"enabled": false},
             "intelRdt": {"enabled": true},
+            // the modes and flags the running kernel takes (sys::mempolicy)
             "memoryPolicy": {
-                "modes": crate::lifecycle::spec_compat::MEMORY_POLICY_MODES,
-                "flags": crate::lifecycle::spec_compat::MEMORY_POLICY_FLAGS
+                "modes": crate::sys::mempolicy::Support::running_kernel().modes,
+                "flags": crate::sys::mempolicy::Support::running_kernel().flags
             },
             "mountExtensions": {"idmap": {"enabled": true}}
         },
