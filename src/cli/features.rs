@@ -26,8 +26,7 @@ pub(crate) fn document() -> serde_json::Value {
                             "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE",
                               "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
-                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32",
-                          "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+                "archs": crate::engine::seccomp_compat::loadable_archs(),
                 "knownFlags": crate::engine::seccomp_compat::KNOWN_FLAGS,
                 "supportedFlags": crate::engine::seccomp_compat::supported_flags()
             },
