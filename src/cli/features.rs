@@ -171,7 +171,14 @@ pub(crate) fn document_with(facts: &Facts) -> serde_json::Value {
 /// (engine::exec_view), runc's `LISTEN_FDS` rule (cli::listen_fds), the CPU
 /// affinity reset of init and exec and `linux.memoryPolicy` for exec
 /// (engine::workload), runc 1.4's `linux.memoryPolicy` checks and texts
-/// (lifecycle::spec_compat).
+/// (lifecycle::spec_compat); and, as the README's "runc compatibility" text lists them,
+/// `exec` in the container's user namespace (engine::join_user_namespace), namespaces
+/// the user namespace does not own joined from outside it (engine::outer_namespaces),
+/// per-mount propagation (engine::mount_fixups), the v1 `cgroup` mount in runc's
+/// order and flags (engine::pidns_cgroup), a missing `process.cwd` made
+/// (engine::cwd), `rootfsPropagation`'s `r` forms (lifecycle::final_spec), a
+/// container frozen behind its state read as paused (engine::frozen_cgroup) and
+/// `delete` right after `kill KILL` waiting for the dying init (lifecycle).
 pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
@@ -216,6 +223,14 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "process.cpu-affinity-reset",
     "linux.memory-policy-runc-checks",
     "scheduler.flag-reset-on-fork",
+    "exec.user-namespace-joined",
+    "namespaces.joined-outside-user-namespace",
+    "mounts.propagation",
+    "mounts.cgroup-v1-runc-order-flags",
+    "process.cwd-created",
+    "rootfs.propagation-recursive-names",
+    "state.frozen-cgroup-paused",
+    "delete.after-kill-waits",
 ];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
