@@ -4,6 +4,11 @@
 //! Annotations are runtime-spec `config.md` "Annotations": free-form string pairs; a
 //! runtime ignores the ones it does not know, so these bundles still run under runc.
 
+/// The prefix of every siloc annotation. `siloc features` lists it under
+/// `potentiallyUnsafeConfigAnnotations` (runtime-spec 1.2 features.md): they make
+/// siloc allocate host ID ranges, mount host directories, restrict cpusets and set I/O
+/// limits, so a caller passes them on only from a trusted source.
+pub const PREFIX: &str = "io.siloc.";
 /// `auto` or `off`: give the container its own user namespace and host ID range.
 pub const USERNS: &str = "io.siloc.userns";
 /// Number of IDs in the container's range (default 65536, `[userns] size`).

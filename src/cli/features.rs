@@ -1,13 +1,96 @@
 //! `features`: the runtime-spec "Features Structure" (features.md), listing only what
 //! siloc does through libcontainer on this build.
 
+use std::path::Path;
+
 use serde_json::json;
+
+/// What the document reports of this host and build, each from its own probe (tests
+/// make them from fixtures and fake probe answers).
+pub(crate) struct Facts {
+    /// The memory policy modes and flags the running kernel takes.
+    pub memory_policy: crate::sys::mempolicy::Support,
+    /// The namespace types the running kernel has ([`namespaces`]).
+    pub namespaces: Vec<&'static str>,
+    /// The capabilities a spec can give ([`capabilities`]).
+    pub capabilities: Vec<String>,
+    /// `linux.seccomp.architectures` the linked libseccomp can load.
+    pub seccomp_archs: Vec<&'static str>,
+    /// Seccomp filter flags libseccomp and the kernel take.
+    pub seccomp_flags: Vec<&'static str>,
+    /// The linked libseccomp's version, `major.minor.micro`.
+    pub libseccomp_version: String,
+}
+
+impl Facts {
+    /// The running kernel's and the linked libraries' answers.
+    pub(crate) fn probe() -> Facts {
+        Facts {
+            memory_policy: crate::sys::mempolicy::Support::running_kernel().clone(),
+            namespaces: namespaces(Path::new("/proc/self/ns")),
+            capabilities: capabilities(&crate::lifecycle::spec_compat::supported_caps()),
+            seccomp_archs: crate::engine::seccomp_compat::loadable_archs(),
+            seccomp_flags: crate::engine::seccomp_compat::supported_flags(),
+            libseccomp_version: libseccomp::ScmpVersion::current()
+                .map(|v| format!("{}.{}.{}", v.major, v.minor, v.micro))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// runtime-spec namespace types (config-linux.md "Namespaces") and their file in
+/// `/proc/PID/ns` (namespaces(7)).
+const NAMESPACES: [(&str, &str); 8] = [
+    ("cgroup", "cgroup"),
+    ("ipc", "ipc"),
+    ("mount", "mnt"),
+    ("network", "net"),
+    ("pid", "pid"),
+    ("time", "time"),
+    ("user", "user"),
+    ("uts", "uts"),
+];
+
+/// The namespace types the running kernel has (libcontainer 0.7 makes and joins all
+/// eight): those with a file in `ns_dir` (`/proc/self/ns`; a kernel without
+/// `CONFIG_USER_NS`, or before 5.6 for `time`, has none). Every type when `ns_dir`
+/// cannot be read (no procfs: the kernel was not asked).
+pub(crate) fn namespaces(ns_dir: &Path) -> Vec<&'static str> {
+    let readable = std::fs::read_dir(ns_dir).is_ok();
+    NAMESPACES
+        .iter()
+        .filter(|(_, file)| !readable || ns_dir.join(file).symlink_metadata().is_ok())
+        .map(|(t, _)| *t)
+        .collect()
+}
+
+/// The capabilities a spec can give here, in the kernel's order: the names siloc
+/// knows (the caps crate's and oci-spec's) that the running kernel has (`supported`,
+/// `/proc/sys/kernel/cap_last_cap`; all known names when it cannot be read). Others
+/// are left out of the container with runc's warning
+/// ([`crate::lifecycle::spec_compat::cap_is_usable`]); runc 1.4 lists its library's
+/// names whatever the kernel.
+pub(crate) fn capabilities(supported: &Option<caps::CapsHashSet>) -> Vec<String> {
+    let mut all: Vec<caps::Capability> = caps::all().into_iter().collect();
+    all.sort_by_key(|c| c.index());
+    all.iter()
+        .map(|c| c.to_string())
+        .filter(|n| crate::lifecycle::spec_compat::cap_is_usable(n, supported))
+        .collect()
+}
 
 /// The features document as JSON.
 pub(crate) fn document() -> serde_json::Value {
-    let mut caps: Vec<String> = caps::all().iter().map(|c| c.to_string()).collect();
-    caps.sort();
-    let apparmor = std::path::Path::new("/sys/kernel/security/apparmor").exists();
+    document_with(&Facts::probe())
+}
+
+/// The features document for `facts`. Fields the runtime-spec defines as "compiled
+/// in" (features.md: `seccomp`, `apparmor`, `selinux`, `intelRdt`, `cgroup`,
+/// `mountExtensions`, "unrelated to whether the host supports it") say what this
+/// build does through libcontainer 0.7: it applies `process.apparmorProfile` and
+/// `linux.intelRdt`, not SELinux labels, and no `rdma` limits (libcgroups 0.7 has no
+/// rdma controller); its systemd driver is the system instance's.
+pub(crate) fn document_with(facts: &Facts) -> serde_json::Value {
     json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": oci_spec::runtime::VERSION,
@@ -15,8 +98,8 @@ pub(crate) fn document() -> serde_json::Value {
                   "poststart", "poststop"],
         "mountOptions": mount_options(),
         "linux": {
-            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
-            "capabilities": caps,
+            "namespaces": facts.namespaces,
+            "capabilities": facts.capabilities,
             "cgroup": {"v1": true, "v2": true, "systemd": true, "systemdUser": false,
                        "rdma": false},
             "seccomp": {
@@ -26,23 +109,27 @@ pub(crate) fn document() -> serde_json::Value {
                             "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE",
                               "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
-                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32",
-                          "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+                "archs": facts.seccomp_archs,
                 "knownFlags": crate::engine::seccomp_compat::KNOWN_FLAGS,
-                "supportedFlags": crate::engine::seccomp_compat::supported_flags()
+                "supportedFlags": facts.seccomp_flags
             },
-            "apparmor": {"enabled": apparmor},
+            "apparmor": {"enabled": true},
             "selinux": {"enabled": false},
             "intelRdt": {"enabled": true},
             "memoryPolicy": {
-                "modes": crate::lifecycle::spec_compat::MEMORY_POLICY_MODES,
-                "flags": crate::lifecycle::spec_compat::MEMORY_POLICY_FLAGS
+                "modes": facts.memory_policy.modes,
+                "flags": facts.memory_policy.flags
             },
             "mountExtensions": {"idmap": {"enabled": true}}
         },
+        // runtime-spec 1.2: siloc's own annotations change what siloc does to the
+        // host (ID ranges, rootfs directories, cpusets, I/O limits), as runc lists its
+        // own ("org.systemd.property.": libcontainer 0.7 reads no such annotation)
+        "potentiallyUnsafeConfigAnnotations": [crate::annotations::PREFIX],
         "org.siloc.io": io_offers(),
         "annotations": {
             "io.siloc.version": env!("CARGO_PKG_VERSION"),
+            "io.github.seccomp.libseccomp.version": facts.libseccomp_version,
             "io.siloc.userns": "auto|off",
             "io.siloc.userns.size": "IDs in the container's range",
             "io.siloc.rootfs.layers": "JSON array of layer directories, base first",
@@ -66,7 +153,7 @@ pub(crate) fn document() -> serde_json::Value {
 /// and in a user namespace (console_fixup, console_proxy, console_owner), `--pidfd-socket`, `update --cpu-burst`, v1
 /// sub-cgroups removed on delete, a frozen cgroup refused instead of a hang; runc's
 /// mount semantics (mount_compat; masked-path symlinks resolved as the init resolves
-/// them); a namespace path of another type refused in runc's words
+/// them; `nosymfollow`); a namespace path of another type refused in runc's words
 /// (engine::outer_namespaces), and namespaces the user namespace does not own
 /// refused with runc 1.1.5's errors (engine::ns_owner; IPC sysctls there too); rlimits raising a hard limit
 /// in a user namespace set as runc sets them (engine::rlimit_check); `update` leaving device rules alone as runc's does
@@ -84,7 +171,14 @@ pub(crate) fn document() -> serde_json::Value {
 /// (engine::exec_view), runc's `LISTEN_FDS` rule (cli::listen_fds), the CPU
 /// affinity reset of init and exec and `linux.memoryPolicy` for exec
 /// (engine::workload), runc 1.4's `linux.memoryPolicy` checks and texts
-/// (lifecycle::spec_compat).
+/// (lifecycle::spec_compat); and, as the README's "runc compatibility" text lists them,
+/// `exec` in the container's user namespace (engine::join_user_namespace), namespaces
+/// the user namespace does not own joined from outside it (engine::outer_namespaces),
+/// per-mount propagation (engine::mount_fixups), the v1 `cgroup` mount in runc's
+/// order and flags (engine::pidns_cgroup), a missing `process.cwd` made
+/// (engine::cwd), `rootfsPropagation`'s `r` forms (lifecycle::final_spec), a
+/// container frozen behind its state read as paused (engine::frozen_cgroup) and
+/// `delete` right after `kill KILL` waiting for the dying init (lifecycle).
 pub(crate) const RUNC_COMPAT: &[&str] = &[
     "hooks.named-errors",
     "hooks.createContainer-cwd-rootfs",
@@ -102,6 +196,7 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "mounts.proc-not-on-symlink",
     "mounts.masked-paths-once-shared-tmpfs",
     "mounts.masked-path-symlinks-as-init",
+    "mounts.nosymfollow",
     "namespaces.path-type-checked",
     "namespaces.not-owned-runc-errors",
     "sysctl.ipc-not-owned-runc-error",
@@ -128,6 +223,14 @@ pub(crate) const RUNC_COMPAT: &[&str] = &[
     "process.cpu-affinity-reset",
     "linux.memory-policy-runc-checks",
     "scheduler.flag-reset-on-fork",
+    "exec.user-namespace-joined",
+    "namespaces.joined-outside-user-namespace",
+    "mounts.propagation",
+    "mounts.cgroup-v1-runc-order-flags",
+    "process.cwd-created",
+    "rootfs.propagation-recursive-names",
+    "state.frozen-cgroup-paused",
+    "delete.after-kill-waits",
 ];
 
 /// Whether a cgroup hierarchy of this host is mounted with `favordynmods` (Linux 6.0+,
@@ -198,7 +301,8 @@ const RECURSIVE_OPTIONS: &[&str] = &[
 /// libcontainer's mount options, the recursive ones its parser takes (it applies them
 /// with mount_setattr(2) to bind and other mounts; its `known_options` leaves them
 /// out), plus the ones siloc makes itself (`idmap`, `ridmap`:
-/// src/engine/idmapped_mounts.rs; `tmpcopyup`).
+/// src/engine/idmapped_mounts.rs; `tmpcopyup`, `nosymfollow`, `symfollow`:
+/// src/engine/mount_compat.rs).
 fn mount_options() -> Vec<String> {
     use std::str::FromStr;
     let mut v = libcontainer::syscall::linux::MountOption::known_options();
@@ -213,6 +317,9 @@ fn mount_options() -> Vec<String> {
         crate::engine::idmapped_mounts::RIDMAP.to_string(),
         // runc's extension, done by engine::mount_compat
         "tmpcopyup".to_string(),
+        // MS_NOSYMFOLLOW, set (or, on a bind, cleared) by engine::mount_compat
+        "nosymfollow".to_string(),
+        "symfollow".to_string(),
     ]);
     v
 }
@@ -224,6 +331,9 @@ pub(crate) fn features() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::sys::mempolicy::{Answer, Support, linux_6_1};
+
     #[test]
     fn favordynmods_read_from_cgroup_super_options() {
         let off = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n";
@@ -233,6 +343,121 @@ mod tests {
         // the word elsewhere (a mount point) does not count
         let other = "40 31 0:40 / /favordynmods rw - tmpfs tmpfs rw\n";
         assert!(super::favordynmods(&crate::sys::mountinfo::parse(other)).starts_with("off"));
+    }
+
+    /// Facts of a fake host: Linux 6.1's memory policy answers, the given namespaces.
+    fn facts_6_1() -> Facts {
+        Facts {
+            memory_policy: Support::from_answers(linux_6_1),
+            namespaces: vec!["mount", "pid"],
+            capabilities: vec!["CAP_KILL".into()],
+            seccomp_archs: vec!["SCMP_ARCH_X86_64"],
+            seccomp_flags: crate::engine::seccomp_compat::flags_at_api(2),
+            libseccomp_version: "2.5.4".into(),
+        }
+    }
+
+    #[test]
+    fn the_document_reports_the_probed_facts() {
+        let v = document_with(&facts_6_1());
+        let f: oci_spec::runtime::Features = serde_json::from_value(v.clone()).unwrap();
+        let linux = f.linux().as_ref().unwrap();
+        let mp = linux.memory_policy().clone().unwrap();
+        let modes = mp.modes().clone().unwrap();
+        assert!(!modes.contains(&"MPOL_WEIGHTED_INTERLEAVE".to_string()));
+        assert!(modes.contains(&"MPOL_PREFERRED_MANY".to_string()));
+        assert_eq!(v["linux"]["namespaces"], json!(["mount", "pid"]));
+        assert_eq!(linux.capabilities().clone().unwrap(), ["CAP_KILL"]);
+        let sc = linux.seccomp().clone().unwrap();
+        assert_eq!(v["linux"]["seccomp"]["archs"], json!(["SCMP_ARCH_X86_64"]));
+        // API level 2: neither LOG nor SPEC_ALLOW can be set
+        assert_eq!(
+            sc.supported_flags().clone().unwrap(),
+            ["SECCOMP_FILTER_FLAG_TSYNC"]
+        );
+        assert_eq!(
+            v["annotations"]["io.github.seccomp.libseccomp.version"],
+            "2.5.4"
+        );
+        assert_eq!(
+            f.potentially_unsafe_config_annotations().clone().unwrap(),
+            ["io.siloc."]
+        );
+        // compiled-in support, whatever the host (features.md)
+        assert_eq!(v["linux"]["apparmor"]["enabled"], true);
+        assert_eq!(v["linux"]["selinux"]["enabled"], false);
+        let none = Facts {
+            memory_policy: Support::from_answers(|_| Answer::NoNuma),
+            ..facts_6_1()
+        };
+        assert_eq!(
+            document_with(&none)["linux"]["memoryPolicy"]["modes"],
+            json!([])
+        );
+    }
+
+    #[test]
+    fn namespaces_are_those_with_a_proc_file() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["mnt", "net", "user", "pid_for_children"] {
+            std::fs::write(d.path().join(f), "").unwrap();
+        }
+        assert_eq!(namespaces(d.path()), ["mount", "network", "user"]);
+        // no procfs: every type (the kernel was not asked)
+        assert_eq!(namespaces(&d.path().join("missing")).len(), 8);
+        // this kernel: at least the five every container runtime needs
+        let here = namespaces(Path::new("/proc/self/ns"));
+        for t in ["ipc", "mount", "network", "pid", "uts"] {
+            assert!(here.contains(&t), "{here:?}");
+        }
+    }
+
+    #[test]
+    fn capabilities_are_those_the_kernel_has() {
+        let some: caps::CapsHashSet = [caps::Capability::CAP_KILL, caps::Capability::CAP_CHOWN]
+            .into_iter()
+            .collect();
+        // the kernel's order, as runc prints them
+        assert_eq!(capabilities(&Some(some)), ["CAP_CHOWN", "CAP_KILL"]);
+        let all = capabilities(&None);
+        assert!(all.contains(&"CAP_CHECKPOINT_RESTORE".to_string()));
+        assert_eq!(all[0], "CAP_CHOWN");
+    }
+
+    #[test]
+    fn seccomp_archs_are_those_libseccomp_loads() {
+        use libseccomp::ScmpArch;
+        let x86 = crate::engine::seccomp_compat::archs_where(|a| {
+            matches!(a, ScmpArch::X86 | ScmpArch::X8664 | ScmpArch::X32)
+        });
+        assert_eq!(x86, ["SCMP_ARCH_X32", "SCMP_ARCH_X86", "SCMP_ARCH_X86_64"]);
+        // the linked libseccomp, on this (little-endian) host: the native arch and
+        // its companions, no big-endian one
+        let here = crate::engine::seccomp_compat::loadable_archs();
+        #[cfg(target_arch = "x86_64")]
+        for a in ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32"] {
+            assert!(here.contains(&a), "{here:?}");
+        }
+        #[cfg(target_endian = "little")]
+        for a in ["SCMP_ARCH_S390X", "SCMP_ARCH_PPC64", "SCMP_ARCH_MIPS"] {
+            assert!(!here.contains(&a), "{here:?}");
+        }
+    }
+
+    #[test]
+    fn seccomp_flags_follow_the_api_level() {
+        use crate::engine::seccomp_compat::flags_at_api;
+        assert_eq!(flags_at_api(3).len(), 2);
+        assert_eq!(flags_at_api(6).len(), 3);
+        assert_eq!(flags_at_api(7), crate::engine::seccomp_compat::KNOWN_FLAGS);
+    }
+
+    #[test]
+    fn the_compat_list_has_no_duplicates() {
+        let mut seen = std::collections::HashSet::new();
+        for e in RUNC_COMPAT {
+            assert!(seen.insert(e), "{e}");
+        }
     }
 
     #[test]
@@ -249,6 +474,9 @@ mod tests {
         assert!(f.annotations().as_ref().unwrap()["io.siloc.runc.compat"].contains("pidfd-socket"));
         let opts = f.mount_options().as_ref().unwrap();
         assert!(opts.contains(&"idmap".to_string()) && opts.contains(&"ridmap".to_string()));
+        assert!(
+            opts.contains(&"nosymfollow".to_string()) && opts.contains(&"symfollow".to_string())
+        );
         // libcontainer 0.7 applies every recursive option runc 1.1.5 lists
         for o in super::RECURSIVE_OPTIONS {
             assert!(opts.contains(&o.to_string()), "{o}");

@@ -37,13 +37,23 @@
 //!    files, symlinks, device nodes and fifos, with their modes and owners). The
 //!    covered directory is read through a non-recursive `open_tree(OPEN_TREE_CLONE)`
 //!    of the mount that holds it (the parent's), where nothing covers it.
-//! 2. bind mounts: the cleared flags among the options (`rw`, `suid`, `dev`, `exec`,
-//!    `atime` or `relatime`, `diratime`; the last of `ro`/`rw` etc. wins) are cleared with
-//!    mount_setattr(2). libcontainer 0.7 only ever sets flags, so a bind of a `nosuid`
-//!    or read-only source kept them. In a container with a user namespace, the
-//!    flags the source has (statvfs(2)) are kept: the kernel locks them in a less
-//!    privileged mount namespace (mount_namespaces(7), "MNT_LOCK_*"), and runc keeps
-//!    them too (runc 1.2's source statfs check).
+//! 2. mount flags, with mount_setattr(2) on the mount at the destination (not
+//!    recursive):
+//!    - bind mounts: the cleared flags among the options (`rw`, `suid`, `dev`, `exec`,
+//!      `atime` or `relatime`, `diratime`, `symfollow`; the last of `ro`/`rw` etc. wins)
+//!      are cleared. libcontainer 0.7 only ever sets flags, so a bind of a `nosuid`
+//!      or read-only source kept them. In a container with a user namespace, the
+//!      flags the source has (statvfs(2)) are kept: the kernel locks them in a less
+//!      privileged mount namespace (mount_namespaces(7), "MNT_LOCK_*"; not
+//!      `nosymfollow`), and runc keeps them too (runc 1.2's source statfs check).
+//!    - any mount: `nosymfollow` (MS_NOSYMFOLLOW, Linux 5.10: symlinks on the mount
+//!      are not followed in path lookups) is set, as runc 1.1.5 sets it. libcontainer
+//!      0.7 passes the non-recursive option to mount(2) as data: a bind ignored it,
+//!      a tmpfs failed ("failed to prepare rootfs"). [`prepare`] takes it (and
+//!      `symfollow`) out of the options libcontainer sees; in a container without a
+//!      mount namespace of its own (none, or one joined by `path`) `nosymfollow`
+//!      is refused by name ([`MountCompatError::NeedsOwnMountNs`]), as siloc
+//!      cannot set it there.
 //! 3. read-only paths, as runc 1.1.5's `readonlyPath`: a recursive bind of the path
 //!    onto itself (a missing path is skipped), remounted read-only with the `nosuid`,
 //!    `nodev`, `noexec` its mount has (statvfs(3); runc reads statfs(2)); libcontainer
@@ -104,6 +114,15 @@ pub enum MountCompatError {
         step: &'static str,
         errno: nix::Error,
     },
+    /// A mount option siloc applies only in the container's own mount namespace.
+    #[error(
+        "mounts: {destination}: {option} needs a mount namespace of the container's own \
+         (linux.namespaces: \"mount\" without \"path\")"
+    )]
+    NeedsOwnMountNs {
+        destination: String,
+        option: &'static str,
+    },
     #[error("mounts: {0}")]
     Sys(nix::Error),
 }
@@ -115,13 +134,16 @@ const ATTR_NODEV: u64 = 0x4;
 const ATTR_NOEXEC: u64 = 0x8;
 const ATTR_ATIME_MASK: u64 = 0x70;
 const ATTR_NODIRATIME: u64 = 0x80;
+const ATTR_NOSYMFOLLOW: u64 = 0x0020_0000;
 
-/// One bind mount whose cleared flags [`in_container`] clears.
+/// One mount whose flags [`in_container`] sets or clears.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClearFlags {
+pub struct MountAttrs {
     /// The destination, resolved in the rootfs.
     pub destination: String,
-    /// `MOUNT_ATTR_*` bits to clear.
+    /// `MOUNT_ATTR_*` bits to set (`nosymfollow`).
+    pub set: u64,
+    /// `MOUNT_ATTR_*` bits to clear (a bind mount's cleared flags).
     pub clear: u64,
     /// `atime` or `relatime`: the atime mode becomes `relatime` (the kernel's default).
     pub atime: bool,
@@ -132,8 +154,8 @@ pub struct ClearFlags {
 pub struct Plan {
     /// Destinations of `tmpcopyup` tmpfs mounts, in mount order.
     pub tmpcopyup: Vec<String>,
-    /// Bind mounts with cleared flags.
-    pub clear: Vec<ClearFlags>,
+    /// Mounts with flags to set or clear.
+    pub attrs: Vec<MountAttrs>,
     /// Masked paths taken over from libcontainer (deduplicated, in spec order).
     pub masks: Vec<String>,
     /// `readonlyPaths` taken over from libcontainer (in spec order).
@@ -236,7 +258,7 @@ fn last_of(opts: &[String], set: &str, clear: &str) -> Option<bool> {
 }
 
 /// The `MOUNT_ATTR_*` bits of a bind mount's options that end cleared (`rw`, `suid`,
-/// `dev`, `exec`, `diratime` last among their pair), and whether `atime` or
+/// `dev`, `exec`, `diratime`, `symfollow` last among their pair), and whether `atime` or
 /// `relatime` asks the atime mode back to relatime (no `noatime` or `strictatime`
 /// after it). libcontainer ORs `MS_RELATIME` into the source's flags, and the kernel
 /// keeps a source's `noatime` over it (fs/namespace.c: `MS_NOATIME` wins), where runc
@@ -249,6 +271,7 @@ pub fn cleared_flags(opts: &[String]) -> (u64, bool) {
         ("nodev", "dev", ATTR_NODEV),
         ("noexec", "exec", ATTR_NOEXEC),
         ("nodiratime", "diratime", ATTR_NODIRATIME),
+        ("nosymfollow", "symfollow", ATTR_NOSYMFOLLOW),
     ] {
         if last_of(opts, set, unset) == Some(false) {
             clear |= bit;
@@ -326,6 +349,20 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
         let lexical = crate::sys::paths::clean(&Path::new("/").join(&written));
         let typ = m.typ().clone().unwrap_or_default();
         let mut opts = m.options().clone().unwrap_or_default();
+        // (no)symfollow: set or cleared by in_container, never seen by libcontainer
+        let all_opts = opts.clone();
+        let nosymfollow = last_of(&opts, "nosymfollow", "symfollow") == Some(true);
+        if opts.iter().any(|o| o == "nosymfollow" || o == "symfollow") {
+            if nosymfollow && !own_mount_ns {
+                return Err(MountCompatError::NeedsOwnMountNs {
+                    destination: written.display().to_string(),
+                    option: "nosymfollow",
+                });
+            }
+            opts.retain(|o| o != "nosymfollow" && o != "symfollow");
+            m.set_options(Some(opts.clone()));
+        }
+        let set = if nosymfollow { ATTR_NOSYMFOLLOW } else { 0 };
         if typ == "proc" || typ == "sysfs" {
             let host = rootfs.join(lexical.strip_prefix("/").unwrap_or(&lexical));
             if std::fs::symlink_metadata(&host).is_ok_and(|md| !md.is_dir()) {
@@ -337,6 +374,14 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
                         .unwrap_or_default(),
                     destination: written.display().to_string(),
                     typ,
+                });
+            }
+            if set != 0 {
+                plan.attrs.push(MountAttrs {
+                    destination: lexical.display().to_string(),
+                    set,
+                    clear: 0,
+                    atime: false,
                 });
             }
             covered.push(lexical);
@@ -370,8 +415,9 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
             }
             m.set_options(Some(opts.clone()));
         }
+        let (mut clear, mut atime) = (0, false);
         if is_bind(m) && own_mount_ns {
-            let (mut clear, mut atime) = cleared_flags(&opts);
+            (clear, atime) = cleared_flags(&all_opts);
             if userns && (clear != 0 || atime) {
                 let src = m
                     .source()
@@ -389,13 +435,14 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
                     }
                 }
             }
-            if clear != 0 || atime {
-                plan.clear.push(ClearFlags {
-                    destination: dest.clone(),
-                    clear,
-                    atime,
-                });
-            }
+        }
+        if set != 0 || clear != 0 || atime {
+            plan.attrs.push(MountAttrs {
+                destination: dest.clone(),
+                set,
+                clear,
+                atime,
+            });
         }
         if dest == "/dev" && last_of(&opts, "ro", "rw") == Some(true) && own_mount_ns {
             plan.dev_read_only = true;
@@ -435,7 +482,7 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
 const STEPS: [&str; 10] = [
     "setns/chroot",
     "tmpcopyup",
-    "clear bind flags",
+    "mount flags",
     "mask (/dev/null)",
     "mask (tmpfs)",
     "mask (bind of the shared tmpfs)",
@@ -459,7 +506,7 @@ impl Plan {
             },
             2 => MountCompatError::Apply {
                 destination: self
-                    .clear
+                    .attrs
                     .get(idx)
                     .map(|c| c.destination.clone())
                     .unwrap_or_default(),
@@ -571,14 +618,14 @@ pub fn in_container(plan: &Plan, init: Option<u32>) -> Result<(), (u32, nix::Err
     for (i, dest) in plan.tmpcopyup.iter().enumerate() {
         copy_up(Path::new(dest)).map_err(|e| (code(1, i), e))?;
     }
-    for (i, c) in plan.clear.iter().enumerate() {
+    for (i, c) in plan.attrs.iter().enumerate() {
         // `atime`: the atime field cleared is MOUNT_ATTR_RELATIME (0), the default
         let clr = if c.atime {
             c.clear | ATTR_ATIME_MASK
         } else {
             c.clear
         };
-        crate::sys::mountapi::set_attr_at(Path::new(&c.destination), 0, clr)
+        crate::sys::mountapi::set_attr_at(Path::new(&c.destination), c.set, clr)
             .map_err(|e| (code(2, i), e))?;
     }
     for (i, written) in plan.readonly.iter().enumerate() {
@@ -800,6 +847,55 @@ mod tests {
         assert_eq!(cleared_flags(&o(&["noatime", "relatime"])), (0, true));
         assert_eq!(cleared_flags(&o(&["relatime", "strictatime"])), (0, false));
         assert_eq!(cleared_flags(&o(&["rbind"])), (0, false));
+        assert_eq!(
+            cleared_flags(&o(&["nosymfollow", "symfollow"])),
+            (ATTR_NOSYMFOLLOW, false)
+        );
+    }
+
+    /// `nosymfollow` is taken out of what libcontainer sees (a tmpfs refused it) and
+    /// set by in_container on any mount; `symfollow` clears a bind source's. Without a
+    /// mount namespace of the container's own, `nosymfollow` is refused by name.
+    #[test]
+    fn nosymfollow_is_set_by_siloc() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let mounts = serde_json::json!([
+            {"destination": "/t", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "nosymfollow", "mode=755"]},
+            {"destination": "/b", "type": "bind", "source": "/", "options": ["rbind", "symfollow"]},
+            {"destination": "/n", "type": "bind", "source": "/",
+             "options": ["rbind", "symfollow", "nosymfollow"]}
+        ]);
+        let mut s = spec(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "linux": {"namespaces": [{"type": "mount"}]},
+            "mounts": mounts.clone()
+        }));
+        let plan = prepare(&mut s, r, r).unwrap();
+        let m = s.mounts().clone().unwrap();
+        assert_eq!(m[0].options().clone().unwrap(), o(&["nosuid", "mode=755"]));
+        assert_eq!(m[1].options().clone().unwrap(), o(&["rbind"]));
+        let attrs: Vec<(&str, u64, u64)> = plan
+            .attrs
+            .iter()
+            .map(|a| (a.destination.as_str(), a.set, a.clear))
+            .collect();
+        assert_eq!(
+            attrs,
+            [
+                ("/t", ATTR_NOSYMFOLLOW, 0),
+                ("/b", 0, ATTR_NOSYMFOLLOW),
+                ("/n", ATTR_NOSYMFOLLOW, 0)
+            ]
+        );
+        let mut shared = spec(serde_json::json!({"ociVersion": "1.0.2", "mounts": mounts}));
+        let e = prepare(&mut shared, r, r).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "mounts: /t: nosymfollow needs a mount namespace of the container's own \
+             (linux.namespaces: \"mount\" without \"path\")"
+        );
     }
 
     #[test]
@@ -860,8 +956,8 @@ mod tests {
         assert!(s.linux().as_ref().unwrap().masked_paths().is_none());
         assert_eq!(plan.readonly, ["/proc/sys", "/proc/bus"]);
         assert!(s.linux().as_ref().unwrap().readonly_paths().is_none());
-        assert_eq!(plan.clear[0].destination, "/m");
-        assert_eq!(plan.clear[0].clear, ATTR_RDONLY);
+        assert_eq!(plan.attrs[0].destination, "/m");
+        assert_eq!(plan.attrs[0].clear, ATTR_RDONLY);
 
         let mut p = spec(serde_json::json!({
             "ociVersion": "1.0.2",

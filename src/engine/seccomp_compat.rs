@@ -71,12 +71,82 @@ pub fn wait_killable_supported() -> bool {
     libseccomp::get_api() >= 7
 }
 
-/// The flags of [`KNOWN_FLAGS`] this build and kernel take (`features` "supportedFlags").
+/// The flags of [`KNOWN_FLAGS`] this build and kernel take (`features` "supportedFlags"):
+/// [`flags_at_api`] of the linked libseccomp's API level, which it finds by asking the
+/// kernel.
 pub fn supported_flags() -> Vec<&'static str> {
+    flags_at_api(libseccomp::get_api())
+}
+
+/// The flags of [`KNOWN_FLAGS`] libcontainer can set through libseccomp at API level
+/// `api` (seccomp_api_get(3): 3 brings `SECCOMP_FILTER_FLAG_LOG`, Linux 4.14; 4
+/// `SPEC_ALLOW`, Linux 4.17; 7 `WAIT_KILLABLE_RECV`, libseccomp 2.6 and Linux 5.19;
+/// below those, libseccomp refuses the attribute and the create fails). TSYNC is
+/// taken at any level: siloc drops it, as runc ignores it.
+pub fn flags_at_api(api: u32) -> Vec<&'static str> {
     KNOWN_FLAGS
         .iter()
         .copied()
-        .filter(|f| *f != "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV" || wait_killable_supported())
+        .filter(|f| match *f {
+            "SECCOMP_FILTER_FLAG_LOG" => api >= 3,
+            "SECCOMP_FILTER_FLAG_SPEC_ALLOW" => api >= 4,
+            "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV" => api >= 7,
+            _ => true,
+        })
+        .collect()
+}
+
+/// The architecture names of libseccomp-rs (`ScmpArch`'s `SCMP_ARCH_*` names), the
+/// candidates [`loadable_archs`] asks about.
+const ARCH_NAMES: [&str; 23] = [
+    "SCMP_ARCH_AARCH64",
+    "SCMP_ARCH_ARM",
+    "SCMP_ARCH_LOONGARCH64",
+    "SCMP_ARCH_M68K",
+    "SCMP_ARCH_MIPS",
+    "SCMP_ARCH_MIPS64",
+    "SCMP_ARCH_MIPS64N32",
+    "SCMP_ARCH_MIPSEL",
+    "SCMP_ARCH_MIPSEL64",
+    "SCMP_ARCH_MIPSEL64N32",
+    "SCMP_ARCH_PARISC",
+    "SCMP_ARCH_PARISC64",
+    "SCMP_ARCH_PPC",
+    "SCMP_ARCH_PPC64",
+    "SCMP_ARCH_PPC64LE",
+    "SCMP_ARCH_RISCV64",
+    "SCMP_ARCH_S390",
+    "SCMP_ARCH_S390X",
+    "SCMP_ARCH_SH",
+    "SCMP_ARCH_SHEB",
+    "SCMP_ARCH_X32",
+    "SCMP_ARCH_X86",
+    "SCMP_ARCH_X86_64",
+];
+
+/// The `linux.seccomp.architectures` a filter of this siloc can hold (`features`
+/// "archs"), sorted: the names runtime-spec (oci-spec's `Arch`) and libseccomp-rs
+/// both know that the linked libseccomp adds to a filter for the native architecture.
+/// seccomp_arch_add(3) refuses an architecture the library does not know (2.5.4:
+/// LoongArch, m68k) and, EDOM, one of the other byte order (the big-endian MIPS, PPC,
+/// s390, PA-RISC and SuperH ones on x86_64); libcontainer fails the create on either.
+pub fn loadable_archs() -> Vec<&'static str> {
+    archs_where(|arch| {
+        libseccomp::ScmpFilterContext::new(libseccomp::ScmpAction::Allow)
+            .is_ok_and(|mut ctx| ctx.add_arch(arch).is_ok())
+    })
+}
+
+/// The names of [`ARCH_NAMES`] oci-spec reads whose libseccomp architecture
+/// `can_add` takes (a fake library in tests).
+pub fn archs_where(can_add: impl Fn(ScmpArch) -> bool) -> Vec<&'static str> {
+    ARCH_NAMES
+        .iter()
+        .copied()
+        .filter(|n| {
+            serde_json::from_value::<oci_spec::runtime::Arch>(serde_json::Value::from(*n)).is_ok()
+        })
+        .filter(|n| ScmpArch::from_str(n).is_ok_and(&can_add))
         .collect()
 }
 

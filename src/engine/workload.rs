@@ -123,25 +123,26 @@ pub fn reset_cpu_affinity(spec: &oci_spec::runtime::Spec) {
 /// Sets `mp` (runtime-spec `linux.memoryPolicy`, already checked by
 /// `lifecycle::spec_compat`) as the calling thread's policy with set_mempolicy(2), so
 /// that the processes it clones next inherit it. Mode and flag values are the kernel's
-/// (include/uapi/linux/mempolicy.h).
+/// ([`crate::sys::mempolicy`]).
 ///
 /// Errors: `set_mempolicy: <errno>` (runc's wording), or a node list that is not one.
 pub fn inherit_memory_policy(mp: &oci_spec::runtime::LinuxMemoryPolicy) -> Result<(), String> {
+    use crate::sys::mempolicy as k;
     use oci_spec::runtime::{MemoryPolicyFlagType as F, MemoryPolicyModeType as M};
     let mut mode: libc::c_int = match mp.mode() {
-        M::MpolDefault => 0,
-        M::MpolPreferred => 1,
-        M::MpolBind => 2,
-        M::MpolInterleave => 3,
-        M::MpolLocal => 4,
-        M::MpolPreferredMany => 5,
-        M::MpolWeightedInterleave => 6,
+        M::MpolDefault => k::MPOL_DEFAULT,
+        M::MpolPreferred => k::MPOL_PREFERRED,
+        M::MpolBind => k::MPOL_BIND,
+        M::MpolInterleave => k::MPOL_INTERLEAVE,
+        M::MpolLocal => k::MPOL_LOCAL,
+        M::MpolPreferredMany => k::MPOL_PREFERRED_MANY,
+        M::MpolWeightedInterleave => k::MPOL_WEIGHTED_INTERLEAVE,
     };
     for f in mp.flags().iter().flatten() {
         mode |= match f {
-            F::MpolFStaticNodes => 1 << 15,
-            F::MpolFRelativeNodes => 1 << 14,
-            F::MpolFNumaBalancing => 1 << 13,
+            F::MpolFStaticNodes => k::MPOL_F_STATIC_NODES,
+            F::MpolFRelativeNodes => k::MPOL_F_RELATIVE_NODES,
+            F::MpolFNumaBalancing => k::MPOL_F_NUMA_BALANCING,
         };
     }
     let bits = libc::c_ulong::BITS as usize;

@@ -163,7 +163,7 @@ pub fn runtime_spec(
     }
     if let Some(labels) = cfg.get("Labels").and_then(Value::as_object) {
         for (k, v) in labels {
-            if k.starts_with("io.siloc.") {
+            if k.starts_with(crate::annotations::PREFIX) {
                 tracing::warn!(target: "siloc", "image {}: label {k} ignored: io.siloc.* annotations are the host's choice", image.name);
                 continue;
             }

@@ -15,7 +15,10 @@
 //!   validate), with its texts: `invalid memory policy mode "X"`, `invalid memory
 //!   policy flag "X"`, `invalid memory policy nodes "X": ...`, `memory policy mode
 //!   requires 0 nodes but got N`, `memory policy mode requires at least one node but
-//!   got 0`.
+//!   got 0`. A mode or flag of runtime-spec 1.2 the running kernel lacks
+//!   ([`crate::sys::mempolicy::Support`], the probe `siloc features` lists from) is
+//!   refused with the same texts, before anything is made: runc 1.4 would accept it
+//!   and fail in its init with `set_mempolicy: invalid argument`.
 
 use serde_json::Value;
 
@@ -26,25 +29,6 @@ const CAP_SETS: [&str; 5] = [
     "inheritable",
     "permitted",
     "ambient",
-];
-
-/// runtime-spec 1.2's memory policy modes (config-linux.md "Memory policy"), as the
-/// kernel's `MPOL_*` names; `siloc features` lists them.
-pub const MEMORY_POLICY_MODES: [&str; 7] = [
-    "MPOL_BIND",
-    "MPOL_DEFAULT",
-    "MPOL_INTERLEAVE",
-    "MPOL_LOCAL",
-    "MPOL_PREFERRED",
-    "MPOL_PREFERRED_MANY",
-    "MPOL_WEIGHTED_INTERLEAVE",
-];
-
-/// runtime-spec 1.2's memory policy mode flags.
-pub const MEMORY_POLICY_FLAGS: [&str; 3] = [
-    "MPOL_F_NUMA_BALANCING",
-    "MPOL_F_RELATIVE_NODES",
-    "MPOL_F_STATIC_NODES",
 ];
 
 /// A field runc refuses: (JSON path of the field, runc's message).
@@ -59,7 +43,7 @@ pub fn spec_json(spec: &mut Value) -> Result<Vec<String>, FieldError> {
         warnings.extend(process_fields(p));
     }
     if let Some(mp) = spec.pointer("/linux/memoryPolicy") {
-        check_memory_policy(mp)?;
+        check_memory_policy(mp, crate::sys::mempolicy::Support::running_kernel())?;
     }
     Ok(warnings)
 }
@@ -145,14 +129,18 @@ fn drop_unknown_caps(p: &mut Value, supported: &Option<caps::CapsHashSet>) -> Ve
     dropped
 }
 
-/// runc 1.4's checks of `linux.memoryPolicy` (specconv, then validate).
-fn check_memory_policy(mp: &Value) -> Result<(), FieldError> {
+/// runc 1.4's checks of `linux.memoryPolicy` (specconv, then validate), a mode or
+/// flag `kernel` lacks taken as one runc does not know.
+fn check_memory_policy(
+    mp: &Value,
+    kernel: &crate::sys::mempolicy::Support,
+) -> Result<(), FieldError> {
     let err = |f: &str, m: String| Err((format!("linux.memoryPolicy.{f}"), m));
     let Some(mode) = mp.get("mode").and_then(Value::as_str) else {
         // a missing or non-string mode is oci-spec's to name
         return Ok(());
     };
-    if !MEMORY_POLICY_MODES.contains(&mode) {
+    if !kernel.has_mode(mode) {
         return err("mode", format!("invalid memory policy mode {mode:?}"));
     }
     let nodes = mp.get("nodes").and_then(Value::as_str).unwrap_or("");
@@ -172,7 +160,7 @@ fn check_memory_policy(mp: &Value) -> Result<(), FieldError> {
         .flatten()
     {
         let name = f.as_str().unwrap_or_default();
-        if !MEMORY_POLICY_FLAGS.contains(&name) {
+        if !kernel.has_flag(name) {
             return err("flags", format!("invalid memory policy flag {name:?}"));
         }
     }
@@ -287,6 +275,52 @@ mod tests {
             check(json!({"mode": "MPOL_BIND", "nodes": "x"}))
                 .unwrap()
                 .contains("invalid memory policy nodes \"x\"")
+        );
+    }
+
+    /// On Linux 6.1 (a fake of its set_mempolicy answers) MPOL_WEIGHTED_INTERLEAVE is
+    /// refused as runc refuses a mode it does not know; without NUMA every mode is.
+    #[test]
+    fn a_mode_the_kernel_lacks_is_refused_by_name() {
+        use crate::sys::mempolicy::{Answer, Support, linux_6_1};
+        let check = |mp: Value, kernel: &Support| {
+            check_memory_policy(&mp, kernel)
+                .err()
+                .map(|(f, m)| format!("{f}: {m}"))
+        };
+        let v6_1 = Support::from_answers(linux_6_1);
+        let wi = json!({"mode": "MPOL_WEIGHTED_INTERLEAVE", "nodes": "0"});
+        assert_eq!(
+            check(wi.clone(), &v6_1).unwrap(),
+            "linux.memoryPolicy.mode: invalid memory policy mode \"MPOL_WEIGHTED_INTERLEAVE\""
+        );
+        assert_eq!(
+            check(json!({"mode": "MPOL_PREFERRED_MANY", "nodes": "0"}), &v6_1),
+            None
+        );
+        let all = Support::from_answers(|_| Answer::Known);
+        assert_eq!(check(wi, &all), None);
+        // a kernel before 5.12: no NUMA balancing flag
+        let v5_10 = Support::from_answers(|m| {
+            if m & crate::sys::mempolicy::MPOL_F_NUMA_BALANCING != 0 || m & 0xff >= 5 {
+                Answer::Unknown
+            } else {
+                Answer::Known
+            }
+        });
+        assert_eq!(
+            check(
+                json!({"mode": "MPOL_BIND", "nodes": "0", "flags": ["MPOL_F_NUMA_BALANCING"]}),
+                &v5_10
+            )
+            .unwrap(),
+            "linux.memoryPolicy.flags: invalid memory policy flag \"MPOL_F_NUMA_BALANCING\""
+        );
+        let no_numa = Support::from_answers(|_| Answer::NoNuma);
+        assert!(
+            check(json!({"mode": "MPOL_DEFAULT"}), &no_numa)
+                .unwrap()
+                .ends_with("invalid memory policy mode \"MPOL_DEFAULT\"")
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Low-level mechanisms the features share, one copy each: the new mount API, mountinfo,
 //! pidfds, helper processes, directory locks, atomic files, path cleaning, block
-//! device numbers, the cgroup layout, the exe guard that protects the siloc binary, and
+//! device numbers, the cgroup layout, the exe guard that protects the siloc binary, the
+//! kernel's memory policy modes (and which of them it takes), and
 //! the C math functions that keep glibc's libm out of the process.
 //! Nothing here knows about containers.
 
@@ -11,6 +12,7 @@ pub(crate) mod fork;
 pub mod fs;
 pub(crate) mod lock;
 pub mod math;
+pub mod mempolicy;
 pub mod mountapi;
 pub mod mountinfo;
 pub(crate) mod ns;

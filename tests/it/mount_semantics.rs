@@ -231,6 +231,70 @@ fn tmpcopyup_copies_the_covered_directory() {
     assert!(!cu.join("new").exists(), "the write went to the rootfs");
 }
 
+/// `nosymfollow` (MS_NOSYMFOLLOW) on a tmpfs and on a bind mount: a symlink there is
+/// not followed in the container (ELOOP), as under runc 1.1.5; `symfollow` on a bind
+/// of a `nosymfollow` source follows again, also in a user namespace (the kernel does
+/// not lock the flag). libcontainer 0.7 failed the tmpfs ("failed to prepare rootfs")
+/// and followed the bind's links.
+#[test]
+fn nosymfollow_stops_symlinks_on_the_mount() {
+    needs_root!();
+    use nix::mount::MsFlags;
+    let env = TestEnv::new();
+    let src = env.dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("target"), "data\n").unwrap();
+    std::os::unix::fs::symlink("target", src.join("link")).unwrap();
+    let nosym = env.dir.path().join("nosym");
+    std::fs::create_dir_all(&nosym).unwrap();
+    std::fs::write(nosym.join("target"), "data\n").unwrap();
+    std::os::unix::fs::symlink("target", nosym.join("link")).unwrap();
+    let _m = flagged_source(&nosym, MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW));
+    let show = "echo x > /t/x && ln -s x /t/l; \
+                for p in /t/l /b/link /f/link /k/link; do \
+                cat $p >/dev/null 2>&1 && echo \"$p followed\" || echo \"$p stopped\"; done; \
+                grep -E ' /(t|b) ' /proc/self/mountinfo | cut -d' ' -f5,6";
+    for userns in [false, true] {
+        let mut b = env.bundle(&format!("b{userns}"), &["sh", "-c", show]);
+        if userns {
+            b.annotate("io.siloc.userns", "auto");
+        }
+        b.edit(|s| {
+            let m = s["mounts"].as_array_mut().unwrap();
+            m.push(
+                json!({"destination": "/t", "type": "tmpfs", "source": "tmpfs",
+                          "options": ["nosuid", "nosymfollow"]}),
+            );
+            m.push(
+                json!({"destination": "/b", "type": "bind", "source": src.to_str().unwrap(),
+                          "options": ["rbind", "nosymfollow"]}),
+            );
+            m.push(json!({"destination": "/f", "type": "bind",
+                          "source": nosym.to_str().unwrap(), "options": ["rbind", "symfollow"]}));
+            m.push(json!({"destination": "/k", "type": "bind",
+                          "source": nosym.to_str().unwrap(), "options": ["rbind"]}));
+        });
+        let (code, out, err) = run(&env, &b, &format!("nosym{userns}"));
+        assert_eq!(code, 0, "userns {userns}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            &lines[..4],
+            [
+                "/t/l stopped",
+                "/b/link stopped",
+                "/f/link followed",
+                "/k/link stopped"
+            ],
+            "userns {userns}: {out}"
+        );
+        for point in ["/t", "/b"] {
+            let o = options_of(&out, point);
+            assert_eq!(o.len(), 1, "{out}");
+            assert!(o[0].split(',').any(|f| f == "nosymfollow"), "{out}");
+        }
+    }
+}
+
 /// A destination that is a dangling symlink is followed inside the rootfs, the target
 /// made and mounted (runc 1.1.5; crun and libcontainer 0.7 fail).
 #[test]

@@ -473,3 +473,40 @@ fn no_new_privs_of_init_and_exec_follow_the_spec_as_in_runc() {
         }
     }
 }
+
+/// `features` lists the seccomp architectures the linked libseccomp adds beside the
+/// native one (libseccomp 2.5.4 on x86_64: ten, PPC64LE and RISCV64 among them), not a
+/// fixed five: a profile naming every listed one runs; one left out (big-endian S390X
+/// on a little-endian host) fails `create`.
+#[test]
+fn the_listed_seccomp_archs_are_those_that_load() {
+    needs_root!();
+    let env = TestEnv::new();
+    let f: Value = serde_json::from_str(&env.ok(&["features"])).unwrap();
+    let archs = f["linux"]["seccomp"]["archs"].as_array().unwrap().clone();
+    #[cfg(target_arch = "x86_64")]
+    for a in ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_PPC64LE"] {
+        assert!(archs.contains(&json!(a)), "{archs:?}");
+    }
+    let profile = |archs: Value| {
+        json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": archs,
+               "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]})
+    };
+    let mut b = env.bundle(
+        "all",
+        &["sh", "-c", "mkdir /tmp/x 2>/dev/null || echo refused"],
+    );
+    let all = profile(Value::from(archs.clone()));
+    b.edit(|s| s["linux"]["seccomp"] = all);
+    let (code, out, err) = run(&env, &b, "allarchs");
+    assert_eq!((code, out.as_str()), (0, "refused\n"), "{err}");
+    if cfg!(target_endian = "little") {
+        assert!(!archs.contains(&json!("SCMP_ARCH_S390X")), "{archs:?}");
+        let mut b = env.bundle("be", &["true"]);
+        b.edit(|s| s["linux"]["seccomp"] = profile(json!(["SCMP_ARCH_S390X"])));
+        let id = env.id("bigendian");
+        let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), &id]);
+        assert!(!ok, "a big-endian arch loaded: {err}");
+        env.assert_no_trace(&id);
+    }
+}

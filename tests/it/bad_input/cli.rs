@@ -404,3 +404,29 @@ fn a_bundle_the_containers_root_cannot_reach_is_named() {
     );
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// `nosymfollow` in a container without a mount namespace of its own: siloc sets the
+/// flag only inside the container's own mount namespace, so the mount is named and
+/// nothing is made (libcontainer 0.7 dropped the option on a bind without a word).
+#[test]
+fn nosymfollow_without_an_own_mount_namespace_is_refused() {
+    needs_root!();
+    let env = TestEnv::new();
+    let id = env.id("nosymns");
+    let mut b = env.bundle("b", &["true"]);
+    let src = env.dir.path().to_str().unwrap().to_string();
+    b.edit(|s| {
+        s["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "mount");
+        s["mounts"].as_array_mut().unwrap().push(serde_json::json!(
+            {"destination": "/b", "type": "bind", "source": src, "options": ["rbind", "nosymfollow"]}));
+    });
+    fails_cleanly(
+        &env,
+        &["create", "--bundle", b.path(), &id],
+        "mounts: /b: nosymfollow needs a mount namespace of the container's own",
+        &id,
+    );
+}
