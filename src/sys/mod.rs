@@ -5,7 +5,7 @@
 //! Nothing here knows about containers.
 
 pub(crate) mod blockdev;
-pub(crate) mod cgroup;
+pub mod cgroup;
 pub(crate) mod exe_guard;
 pub(crate) mod fork;
 pub mod fs;
