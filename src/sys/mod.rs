@@ -1,7 +1,8 @@
-//! Low-level mechanisms the features share, one copy each: the new mount API, mountinfo,
-//! pidfds, helper processes, directory locks, atomic files, path cleaning, block
-//! device numbers, the cgroup layout, the exe guard that protects the siloc binary, and
-//! the C math functions that keep glibc's libm out of the process.
+//! Low-level mechanisms the features share, one copy each: the new mount API,
+//! mountinfo, pidfds, OOM-kill watches, helper processes, directory locks, atomic
+//! files, path cleaning, block device numbers, the cgroup layout, the exe guard that
+//! protects the siloc binary, and the C math functions that keep glibc's libm out of
+//! the process.
 //! Nothing here knows about containers.
 
 pub(crate) mod blockdev;
@@ -14,5 +15,6 @@ pub mod math;
 pub mod mountapi;
 pub mod mountinfo;
 pub(crate) mod ns;
+pub mod oom;
 pub(crate) mod paths;
 pub(crate) mod pidfd;
