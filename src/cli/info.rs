@@ -1,7 +1,6 @@
-//! `list`, `ps` and `events`: what runs, which processes, which resources.
+//! `list` and `ps`: what runs, which processes (`events` is in `events.rs`).
 
 use std::path::Path;
-use std::time::Duration;
 
 use libcgroups::common::{CgroupConfig, CgroupManager, create_cgroup_manager};
 use libcontainer::container::{Container, ContainerStatus};
@@ -108,7 +107,10 @@ fn table<const N: usize>(header: &[String; N], rows: &[[String; N]]) -> String {
     s
 }
 
-fn cgroup_manager(c: &Container) -> anyhow::Result<libcgroups::common::AnyCgroupManager> {
+/// The cgroup manager (libcgroups) of container `c`, from its saved spec.
+pub(super) fn cgroup_manager(
+    c: &Container,
+) -> anyhow::Result<libcgroups::common::AnyCgroupManager> {
     Ok(create_cgroup_manager(CgroupConfig {
         cgroup_path: c.spec()?.cgroup_path,
         systemd_cgroup: c.systemd(),
@@ -182,63 +184,6 @@ fn filter_ps(text: &str, pids: &[i32]) -> anyhow::Result<String> {
     Ok(s)
 }
 
-#[derive(clap::Args, Debug)]
-pub(crate) struct EventsArgs {
-    /// The container id
-    pub(crate) id: String,
-    /// Print the container's statistics once and exit
-    #[arg(long)]
-    pub(crate) stats: bool,
-    /// Interval between statistics (e.g. 5s, 500ms)
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    interval: Duration,
-}
-
-/// Durations as runc (Go) writes them: `5s`, `500ms`, `1m`; a bare number is seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let n: f64 = t[..split]
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration"))?;
-    let secs = match &t[split..] {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?} is not a duration (use s, ms, m or h)")),
-    };
-    if secs <= 0.0 {
-        return Err(format!("{s:?} must be positive"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// `siloc events`: `{"type":"stats","id":…,"data":…}` lines, once with `--stats`, else
-/// every interval until the container stops.
-pub(crate) fn events(ctx: &Ctx, a: EventsArgs) -> anyhow::Result<()> {
-    let mut c = engine::load(&ctx.root, &a.id)?;
-    if c.status() == ContainerStatus::Stopped {
-        anyhow::bail!("container with id {} is not running", a.id);
-    }
-    let m = cgroup_manager(&c)?;
-    loop {
-        let data = m.stats()?;
-        let line = serde_json::json!({"type": "stats", "id": a.id, "data": data});
-        super::emit(&line.to_string())?;
-        if a.stats {
-            return Ok(());
-        }
-        std::thread::sleep(a.interval);
-        c.refresh_status()?;
-        if c.status() == ContainerStatus::Stopped {
-            return Ok(());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,15 +196,6 @@ mod tests {
             "UID PID PPID C STIME TTY TIME CMD\nroot 42 1 0 x ? 0 sh\n"
         );
         assert!(filter_ps("USER X\n", &[1]).is_err());
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5x").is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod console_proxy;
 mod create;
 mod delete;
 mod errmsg;
+mod events;
 mod exec;
 mod features;
 mod foreground;
@@ -20,6 +21,7 @@ mod listen_fds;
 mod logging;
 mod pause;
 mod pidfd_socket;
+mod runc_stats;
 mod scenario;
 pub(crate) mod signals;
 mod spec;
@@ -98,8 +100,9 @@ enum Command {
     Pause(IdArg),
     /// Resume all processes that have been previously paused
     Resume(IdArg),
-    /// Display container events such as cpu, memory and I/O usage statistics
-    Events(info::EventsArgs),
+    /// Display container events such as OOM notifications, cpu, memory and I/O usage
+    /// statistics
+    Events(events::EventsArgs),
     /// Update container resource constraints
     Update(update::UpdateArgs),
     /// Create a new specification file (config.json)
@@ -298,7 +301,7 @@ fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<i32> {
         Command::Exec(a) => exec::exec(ctx, a),
         Command::Pause(a) => pause::pause(ctx, &a.id).map(|_| 0),
         Command::Resume(a) => pause::resume(ctx, &a.id).map(|_| 0),
-        Command::Events(a) => info::events(ctx, a).map(|_| 0),
+        Command::Events(a) => events::events(ctx, a).map(|_| 0),
         Command::Update(a) => update::update(ctx, a).map(|_| 0),
         Command::Spec(a) => spec::spec(a).map(|_| 0),
         Command::Features => features::features().map(|_| 0),

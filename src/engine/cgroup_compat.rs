@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxBlockIo, Spec};
 
+use crate::sys::cgroup::{Hierarchy, controller_dir_of, hierarchies, path_in, v1_dir_of};
 use crate::sys::mountinfo::Mount;
 
 /// The file, in the container's record dir, listing the extra cgroup directories
@@ -57,88 +58,6 @@ pub enum CgroupCompatError {
     },
     #[error("{path}: {msg}")]
     Io { path: PathBuf, msg: String },
-}
-
-/// One cgroup hierarchy of the host: its mount point, its v1 controllers (or its
-/// `name=` for a named one), whether it is the cgroup2 one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hierarchy {
-    pub mount_point: PathBuf,
-    /// v1: the controllers (`cpu`, `cpuacct`) or `name=systemd`; empty for cgroup2.
-    pub controllers: Vec<String>,
-    pub v2: bool,
-}
-
-impl Hierarchy {
-    /// A named v1 hierarchy (no controllers, `name=...`).
-    pub fn named(&self) -> bool {
-        self.controllers.iter().any(|c| c.starts_with("name="))
-    }
-}
-
-/// v1 controllers of the kernel (cgroup-v1/*.rst); a mount's super options also hold
-/// `rw` and such.
-const V1_CONTROLLERS: &[&str] = &[
-    "cpu",
-    "cpuacct",
-    "cpuset",
-    "memory",
-    "devices",
-    "freezer",
-    "net_cls",
-    "net_prio",
-    "blkio",
-    "perf_event",
-    "hugetlb",
-    "pids",
-    "rdma",
-    "misc",
-];
-
-/// The cgroup hierarchies in `mounts` (each once, the first mount of it).
-pub fn hierarchies(mounts: &[Mount]) -> Vec<Hierarchy> {
-    let mut out: Vec<Hierarchy> = Vec::new();
-    for m in mounts {
-        let h = match m.fs_type.as_str() {
-            "cgroup2" => Hierarchy {
-                mount_point: m.mount_point.clone(),
-                controllers: Vec::new(),
-                v2: true,
-            },
-            "cgroup" => Hierarchy {
-                mount_point: m.mount_point.clone(),
-                controllers: m
-                    .super_options
-                    .iter()
-                    .filter(|o| V1_CONTROLLERS.contains(&o.as_str()) || o.starts_with("name="))
-                    .cloned()
-                    .collect(),
-                v2: false,
-            },
-            _ => continue,
-        };
-        if !out
-            .iter()
-            .any(|o| o.v2 == h.v2 && o.controllers == h.controllers)
-        {
-            out.push(h);
-        }
-    }
-    out
-}
-
-/// The path of process-cgroup file `own` (/proc/PID/cgroup) in hierarchy `h`.
-pub fn path_in(own: &str, h: &Hierarchy) -> Option<String> {
-    own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        let hit = if h.v2 {
-            ctl.is_empty()
-        } else {
-            !ctl.is_empty() && ctl.split(',').eq(h.controllers.iter().map(String::as_str))
-        };
-        hit.then(|| path.to_string())
-    })
 }
 
 /// The directory a cgroupfs `cgroups_path` names in `h`: below the hierarchy's root
@@ -315,28 +234,6 @@ pub fn apply_weight_devices(dir: &Path, b: &LinuxBlockIo) -> Result<(), CgroupCo
     Ok(())
 }
 
-/// The v1 directory of controller `ctl` of process `pid`, when the host has a v1
-/// hierarchy with it.
-pub fn v1_dir_of(mounts: &[Mount], pid: i32, ctl: &str) -> Option<PathBuf> {
-    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let h = hierarchies(mounts)
-        .into_iter()
-        .find(|h| !h.v2 && h.controllers.iter().any(|c| c == ctl))?;
-    let rel = path_in(&own, &h)?;
-    Some(h.mount_point.join(rel.trim_start_matches('/')))
-}
-
-/// The directory holding process `pid`'s `pids.max`: its v1 pids cgroup, else its
-/// cgroup v2 one.
-fn pids_dir_of(mounts: &[Mount], pid: i32) -> Option<PathBuf> {
-    v1_dir_of(mounts, pid, "pids").or_else(|| {
-        let h = hierarchies(mounts).into_iter().find(|h| h.v2)?;
-        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-        let rel = path_in(&own, &h)?;
-        Some(h.mount_point.join(rel.trim_start_matches('/')))
-    })
-}
-
 /// What create does once libcontainer made the cgroups, before the container starts:
 /// the per-device blkio weights and `pids.max` 1 for init `pid`. (The init is already
 /// in the extra hierarchies: it was born there, [`make_extra`].)
@@ -353,7 +250,7 @@ pub fn after_create(spec: &Spec, pid: i32, mounts: &[Mount]) -> Result<(), Cgrou
         apply_weight_devices(&dir, b)?;
     }
     if wants_one_pid(spec)
-        && let Some(dir) = pids_dir_of(mounts, pid)
+        && let Some(dir) = controller_dir_of(mounts, pid, "pids")
     {
         write(&dir.join("pids.max"), "1")?;
     }

@@ -56,8 +56,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::cgroup_compat::hierarchies;
 use super::exec_cgroup::{ExecCgroupError, Moves};
+use crate::sys::cgroup::hierarchies;
 use crate::sys::mountinfo::Mount;
 
 /// The watcher's poll interval for the first [`FAST_POLLS`] polls: libcontainer forks

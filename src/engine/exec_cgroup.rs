@@ -28,7 +28,8 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use super::cgroup_compat::{Hierarchy, extra_hierarchies, hierarchies, path_in};
+use super::cgroup_compat::extra_hierarchies;
+use crate::sys::cgroup::{Hierarchy, hierarchies, path_in};
 
 /// Errors in runc's words (module doc).
 #[derive(Debug, thiserror::Error)]

@@ -50,7 +50,7 @@ use nix::mount::MsFlags;
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use super::cgroup_compat::{Hierarchy, hierarchies, path_in};
+use crate::sys::cgroup::{Hierarchy, hierarchies, path_in};
 use crate::sys::mountapi;
 
 /// Where libcontainer and runc look for the host's v1 hierarchies.

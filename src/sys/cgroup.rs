@@ -1,8 +1,11 @@
 //! The host's cgroup layout (kernel doc `cgroup-v2.rst`, `cgroup-v1/`): whether a
-//! cgroup root is a v2 (unified) hierarchy and which controllers it offers, and where
-//! a process's v2 cgroup is. The root is a parameter so tests can use fixture trees.
+//! cgroup root is a v2 (unified) hierarchy and which controllers it offers, the
+//! hierarchies in a mount table, and where a process's cgroup is in each. The root and
+//! the mount table are parameters so tests can use fixtures.
 
 use std::path::{Path, PathBuf};
+
+use crate::sys::mountinfo::Mount;
 
 /// The default cgroup root.
 pub(crate) const ROOT: &str = "/sys/fs/cgroup";
@@ -27,6 +30,109 @@ pub(crate) fn v2_dir_of(root: &Path, pid: i32) -> Option<PathBuf> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
     Some(root.join(rel.trim().trim_start_matches('/')))
+}
+
+/// One cgroup hierarchy of the host: its mount point, its v1 controllers (or its
+/// `name=` for a named one), whether it is the cgroup2 one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub mount_point: PathBuf,
+    /// v1: the controllers (`cpu`, `cpuacct`) or `name=systemd`; empty for cgroup2.
+    pub controllers: Vec<String>,
+    pub v2: bool,
+}
+
+impl Hierarchy {
+    /// A named v1 hierarchy (no controllers, `name=...`).
+    pub fn named(&self) -> bool {
+        self.controllers.iter().any(|c| c.starts_with("name="))
+    }
+}
+
+/// v1 controllers of the kernel (cgroup-v1/*.rst); a mount's super options also hold
+/// `rw` and such.
+const V1_CONTROLLERS: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "devices",
+    "freezer",
+    "net_cls",
+    "net_prio",
+    "blkio",
+    "perf_event",
+    "hugetlb",
+    "pids",
+    "rdma",
+    "misc",
+];
+
+/// The cgroup hierarchies in `mounts` (each once, the first mount of it).
+pub fn hierarchies(mounts: &[Mount]) -> Vec<Hierarchy> {
+    let mut out: Vec<Hierarchy> = Vec::new();
+    for m in mounts {
+        let h = match m.fs_type.as_str() {
+            "cgroup2" => Hierarchy {
+                mount_point: m.mount_point.clone(),
+                controllers: Vec::new(),
+                v2: true,
+            },
+            "cgroup" => Hierarchy {
+                mount_point: m.mount_point.clone(),
+                controllers: m
+                    .super_options
+                    .iter()
+                    .filter(|o| V1_CONTROLLERS.contains(&o.as_str()) || o.starts_with("name="))
+                    .cloned()
+                    .collect(),
+                v2: false,
+            },
+            _ => continue,
+        };
+        if !out
+            .iter()
+            .any(|o| o.v2 == h.v2 && o.controllers == h.controllers)
+        {
+            out.push(h);
+        }
+    }
+    out
+}
+
+/// The path of process-cgroup file `own` (/proc/PID/cgroup) in hierarchy `h`.
+pub fn path_in(own: &str, h: &Hierarchy) -> Option<String> {
+    own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = if h.v2 {
+            ctl.is_empty()
+        } else {
+            !ctl.is_empty() && ctl.split(',').eq(h.controllers.iter().map(String::as_str))
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// The v1 directory of controller `ctl` of process `pid`, when the host has a v1
+/// hierarchy with it.
+pub fn v1_dir_of(mounts: &[Mount], pid: i32, ctl: &str) -> Option<PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let h = hierarchies(mounts)
+        .into_iter()
+        .find(|h| !h.v2 && h.controllers.iter().any(|c| c == ctl))?;
+    let rel = path_in(&own, &h)?;
+    Some(h.mount_point.join(rel.trim_start_matches('/')))
+}
+
+/// The directory of process `pid` for controller `ctl`: its v1 hierarchy's when the
+/// host has one with `ctl`, else its cgroup v2 one (where `ctl`'s files are, when the
+/// controller is enabled there).
+pub fn controller_dir_of(mounts: &[Mount], pid: i32, ctl: &str) -> Option<PathBuf> {
+    v1_dir_of(mounts, pid, ctl).or_else(|| {
+        let h = hierarchies(mounts).into_iter().find(|h| h.v2)?;
+        v2_dir_of(&h.mount_point, pid)
+    })
 }
 
 #[cfg(test)]

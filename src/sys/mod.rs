@@ -1,12 +1,12 @@
-//! Low-level mechanisms the features share, one copy each: the new mount API, mountinfo,
-//! pidfds, helper processes, directory locks, atomic files, path cleaning, block
-//! device numbers, the cgroup layout, the exe guard that protects the siloc binary, the
-//! kernel's memory policy modes (and which of them it takes), and
-//! the C math functions that keep glibc's libm out of the process.
+//! Low-level mechanisms the features share, one copy each: the new mount API,
+//! mountinfo, pidfds, OOM-kill watches, helper processes, directory locks, atomic
+//! files, path cleaning, block device numbers, the cgroup layout, the exe guard that
+//! protects the siloc binary, the kernel's memory policy modes (and which of them it
+//! takes), and the C math functions that keep glibc's libm out of the process.
 //! Nothing here knows about containers.
 
 pub(crate) mod blockdev;
-pub(crate) mod cgroup;
+pub mod cgroup;
 pub(crate) mod exe_guard;
 pub(crate) mod fork;
 pub mod fs;
@@ -16,5 +16,6 @@ pub mod mempolicy;
 pub mod mountapi;
 pub mod mountinfo;
 pub(crate) mod ns;
+pub mod oom;
 pub(crate) mod paths;
 pub(crate) mod pidfd;

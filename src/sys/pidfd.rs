@@ -58,7 +58,9 @@ pub(crate) fn kill_and_wait(pid: Pid, timeout: Duration) -> bool {
     wait_fd(&fd, timeout)
 }
 
-fn open(pid: Pid) -> Result<OwnedFd, nix::errno::Errno> {
+/// A pidfd for `pid` (pidfd_open(2), Linux 5.3+): readable once the process has
+/// exited (a zombie too).
+pub(crate) fn open(pid: Pid) -> Result<OwnedFd, nix::errno::Errno> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     if fd < 0 {

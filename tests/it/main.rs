@@ -16,6 +16,7 @@ mod bad_input;
 mod binary_layout;
 mod cgroup_compat;
 mod cgroup_races;
+mod events;
 mod exec_root_modes;
 mod frozen;
 mod idmapped_mounts;
