@@ -170,9 +170,16 @@ fn process_from_args(base: &Spec, a: &ExecArgs) -> anyhow::Result<Process> {
 
 /// The spec the container runs with: siloc's final spec, or the bundle's.
 fn container_spec(ctx: &Ctx, id: &str) -> anyhow::Result<Spec> {
-    let final_spec = record::dir(&ctx.root, id).join("config.json");
+    let rec = record::dir(&ctx.root, id);
+    let final_spec = rec.join("config.json");
     if final_spec.exists() {
-        return Ok(Spec::load(&final_spec)?);
+        let mut spec = Spec::load(&final_spec)?;
+        // The HOME siloc gave the init's user is not the exec's (engine::home).
+        if let Some(p) = spec.process_mut().as_mut() {
+            let env = p.env().clone().unwrap_or_default();
+            p.set_env(Some(engine::home::without_added(env, &rec)));
+        }
+        return Ok(spec);
     }
     let c = engine::load(&ctx.root, id)?;
     Ok(Spec::load(c.bundle().join("config.json"))?)
@@ -236,6 +243,11 @@ pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     };
     for w in crate::lifecycle::spec_compat::process_json(&mut doc) {
         tracing::warn!("{w}");
+    }
+    // HOME from the container's passwd, read by siloc, not by glibc's NSS inside the
+    // container (engine::home).
+    if let Some(pid) = init {
+        engine::home::for_exec(&mut doc, pid.as_raw());
     }
     // A foreground `exec -t` relayed by siloc: the pty gets the caller's window size
     // before the program runs (console_fixup::in_container applies consoleSize),

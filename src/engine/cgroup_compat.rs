@@ -279,37 +279,41 @@ pub fn make_extra(
     let Some(cg) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) else {
         return Ok(Vec::new());
     };
-    let mut listed: Vec<PathBuf> = Vec::new();
+    let mut missing: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for h in extra_hierarchies(&hierarchies(mounts)) {
         let dir = dir_in(&h, own, &cg);
-        let missing: Vec<PathBuf> = dir
+        let mut here: Vec<PathBuf> = dir
             .ancestors()
             .take_while(|d| d.starts_with(&h.mount_point) && *d != h.mount_point && !d.exists())
             .map(Path::to_path_buf)
             .collect();
-        if !missing.is_empty() {
-            listed.extend(missing.iter().rev().cloned());
-            let list: String = listed
-                .iter()
-                .map(|d| format!("{}\n", d.display()))
-                .collect();
-            let path = record_dir.join(EXTRA_CGROUPS_FILE);
-            crate::sys::fs::write_atomic(&path, list.as_bytes()).map_err(|e| {
-                CgroupCompatError::Io {
-                    path,
-                    msg: e.to_string(),
-                }
-            })?;
-        }
-        for d in missing.iter().rev() {
-            std::fs::create_dir(d).map_err(|e| CgroupCompatError::Io {
-                path: d.clone(),
-                msg: e.to_string(),
-            })?;
-        }
-        crate::lifecycle::test_hooks::crash_point("after-extra-cgroup");
+        here.reverse();
+        missing.extend(here);
         out.push(dir);
+    }
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    // One write of the whole list, parents first: rewriting it per hierarchy replaced a
+    // file the filesystem had to allocate first (ext4's replace-by-rename heuristic),
+    // and freeing those blocks again costs a synchronous discard at delete on a state
+    // root mounted with `discard`.
+    let list: String = missing
+        .iter()
+        .map(|d| format!("{}\n", d.display()))
+        .collect();
+    let path = record_dir.join(EXTRA_CGROUPS_FILE);
+    crate::sys::fs::write_atomic(&path, list.as_bytes()).map_err(|e| CgroupCompatError::Io {
+        path,
+        msg: e.to_string(),
+    })?;
+    for d in &missing {
+        std::fs::create_dir(d).map_err(|e| CgroupCompatError::Io {
+            path: d.clone(),
+            msg: e.to_string(),
+        })?;
+        crate::lifecycle::test_hooks::crash_point("after-extra-cgroup");
     }
     Ok(out)
 }

@@ -13,6 +13,7 @@ pub mod exec_seccomp;
 pub mod exec_sockets;
 pub mod exec_view;
 pub mod frozen_cgroup;
+pub mod home;
 pub mod hooks;
 pub mod idmapped_mounts;
 pub mod io_weight;

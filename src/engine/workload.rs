@@ -11,7 +11,9 @@
 //!   given by path.
 //! - **HOME** ([`default_home`]): runc sets `HOME` from the container's /etc/passwd
 //!   when the environment has none, and to `/` when the uid has no entry there
-//!   (runc's user.GetExecUser default); libcontainer leaves it unset then.
+//!   (runc's user.GetExecUser default). siloc reads the file itself before create and
+//!   exec (engine::home), so libcontainer's own lookup (glibc NSS inside the
+//!   container) does not run; this is the last fallback.
 //! - **CPU affinity** ([`reset_cpu_affinity`]): runc (1.2 and later) resets the
 //!   affinity of the init and of an exec'd process without `execCPUAffinity` to every
 //!   CPU of the container's cpuset, so that they do not inherit the caller's (a
@@ -191,8 +193,8 @@ fn node_ids(list: &str) -> Result<Vec<usize>, String> {
 }
 
 /// Sets `HOME=/` when `envs` has no (or an empty) HOME: runc's default for a uid the
-/// container's /etc/passwd does not list. libcontainer has already looked the uid up
-/// there and set HOME when it found it.
+/// container's /etc/passwd does not list. engine::home has normally set HOME already;
+/// this covers a process whose HOME it could not set.
 pub fn default_home(envs: &mut HashMap<String, String>) {
     if envs.get("HOME").is_none_or(|h| h.is_empty()) {
         envs.insert("HOME".into(), "/".into());

@@ -211,6 +211,12 @@ fn create_prepared(
         crate::engine::cwd::ensure_for_spec(p.cwd(), &mounts, bundle, &rec.rootfs, owner)?;
     }
     let mut spec = final_spec::final_spec(spec, rec, rt.systemd)?;
+    // HOME as runc sets it, read by siloc rather than by glibc's NSS in the container.
+    if crate::engine::home::for_create(&mut spec, &rec.rootfs, bundle) {
+        let marker = record::dir(&rt.root, &req.id).join(crate::engine::home::ADDED_MARKER);
+        std::fs::write(&marker, "")
+            .map_err(|e| LifecycleError::Other(format!("{}: {e}", marker.display())))?;
+    }
     // runc's error for a UTS sysctl no user namespace's root may write.
     crate::engine::outer_namespaces::check_user_ns_sysctls(&spec).map_err(EngineError::from)?;
     // libcontainer 0.7 joins namespaces given by path from inside the user namespace;

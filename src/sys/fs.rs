@@ -56,6 +56,35 @@ pub fn write_atomic_mode(path: &Path, body: &[u8], mode: u32) -> Result<(), IoAt
     })
 }
 
+/// Reads the regular file `path` (absolute as a container sees it) of the tree rooted at
+/// `root`, resolving every component with openat2(2) `RESOLVE_IN_ROOT`, so symlinks and
+/// `..` in the tree stay inside it; at most `limit` bytes are read.
+///
+/// Errors: the open or read's error (ENOENT for a missing file, ELOOP, ...), EFBIG for a
+/// file past `limit`.
+pub(crate) fn read_in_root(root: &Path, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let dir = std::fs::File::open(root)?;
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT);
+    let fd = openat2(std::os::fd::AsRawFd::as_raw_fd(&dir), rel, how)?;
+    // SAFETY: openat2 returned a new fd that nothing else owns.
+    let f = unsafe { std::fs::File::from_raw_fd(fd) };
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut body = Vec::new();
+    f.take(limit + 1).read_to_end(&mut body)?;
+    if body.len() as u64 > limit {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

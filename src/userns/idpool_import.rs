@@ -83,7 +83,7 @@ pub(super) fn import(
 }
 
 /// Removes the imported old table and `<root>/.siloc` when that is empty now, under
-/// the state root's lock as record.rs prunes (a `create` there may be making
+/// the state root's lock, as record.rs takes it (a `create` there may be making
 /// `.siloc`). Best effort: a file left is imported again, which adds nothing.
 pub(super) fn remove_old(root: &Path, old: &Path) {
     let Ok(_lock) = lock_dir(root, Mode::Exclusive) else {

@@ -244,10 +244,26 @@ impl TestEnv {
     /// root's ID pool entries.
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = Vec::new();
+        // siloc keeps `.siloc/containers` (as the state root): what is in it counts.
+        let keep = |e: &std::fs::DirEntry, name: &str| e.file_name() == name;
         if let Ok(rd) = std::fs::read_dir(&self.root) {
             left.extend(
                 rd.flatten()
+                    .filter(|e| !keep(e, ".siloc"))
                     .map(|e| format!("state root entry {:?}", e.file_name())),
+            );
+        }
+        if let Ok(rd) = std::fs::read_dir(self.root.join(".siloc")) {
+            left.extend(
+                rd.flatten()
+                    .filter(|e| !keep(e, "containers"))
+                    .map(|e| format!("state root entry .siloc/{:?}", e.file_name())),
+            );
+        }
+        if let Ok(rd) = std::fs::read_dir(self.root.join(".siloc/containers")) {
+            left.extend(
+                rd.flatten()
+                    .map(|e| format!("record dir {:?}", e.file_name())),
             );
         }
         left.extend(

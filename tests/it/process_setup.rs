@@ -52,6 +52,82 @@ fn exec_user_sets_home_from_passwd_or_root_dir() {
     assert_eq!(home("0"), "HOME=/root\n");
 }
 
+/// HOME is looked up in the container's /etc/passwd without glibc's NSS: an image whose
+/// nsswitch.conf names a module of its own (`passwd: evil files`, with
+/// /lib/x86_64-linux-gnu/libnss_evil.so.2) must not get that library loaded into
+/// siloc's init or exec'd process, at create or at exec (libcontainer 0.7 called
+/// getpwuid_r in the container, and the library's constructor ran). runc parses the
+/// file itself. Needs a C compiler for the library; skips loudly without one.
+#[test]
+fn home_lookup_loads_no_library_of_the_image() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["sleep", "100"]);
+    add_user(&b);
+    let lib = b.dir.join("rootfs/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(&lib).unwrap();
+    let src = env.dir.path().join("evil.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n\
+         __attribute__((constructor)) static void ran(void) {\n\
+           FILE *f = fopen(\"/tmp/nss-module-ran\", \"w\"); if (f) fclose(f);\n\
+         }\n",
+    )
+    .unwrap();
+    let cc = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(lib.join("libnss_evil.so.2"))
+        .arg(&src)
+        .status();
+    if !cc.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP: no C compiler (cc) to build the NSS module");
+        return;
+    }
+    std::fs::write(
+        b.dir.join("rootfs/etc/nsswitch.conf"),
+        "passwd: evil files\ngroup: evil files\n",
+    )
+    .unwrap();
+    // No HOME in the environment: the lookup happens (a host's glibc dlopens the
+    // module from the container's /lib then).
+    b.edit(|s| {
+        s["process"]["env"] = json!(["PATH=/bin:/usr/bin"]);
+        s["process"]["user"]["uid"] = json!(1000);
+        // The module's constructor writes its marker to the rootfs.
+        s["root"]["readonly"] = json!(false);
+    });
+    let marker = b.dir.join("rootfs/tmp/nss-module-ran");
+    // The module's constructor runs as the process's user: let it write the marker.
+    std::fs::set_permissions(
+        b.dir.join("rootfs/tmp"),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
+    let id = env.id("nss");
+    let c = Container::start(&env, &b, &id);
+    let (code, out, err) = c.exec(&["sh", "-c", "tr '\\0' '\\n' </proc/1/environ | grep ^HOME="]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "HOME=/home/u\n"),
+        "the init's HOME: {err}"
+    );
+    let (code, out, err) = c.exec(&["--user", "4242", "sh", "-c", "echo \"HOME=$HOME\""]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out, "HOME=/\n",
+        "uid 4242 has no entry in this image's passwd"
+    );
+    let (code, out, _) = c.exec(&["--user", "1000", "sh", "-c", "echo \"HOME=$HOME\""]);
+    assert_eq!((code, out.as_str()), (0, "HOME=/home/u\n"));
+    assert!(
+        !marker.exists(),
+        "the image's NSS module ran in a siloc process"
+    );
+    drop(c);
+    env.assert_no_trace(&id);
+}
+
 /// A process.json without `user` runs as uid 0, gid 0, as in runc (oci-spec requires
 /// the field; libcontainer 0.7 refused the file).
 #[test]
