@@ -202,6 +202,17 @@ pub fn list(root: &Path) -> Result<Vec<String>, RecordError> {
     Ok(ids)
 }
 
+/// Removes state root `root` when no container is left in it: siloc's empty
+/// `.siloc/containers` and `.siloc` first, then the root itself. For a caller that made
+/// the state root for its own runs (the scenario runner); best effort, a root still in
+/// use stays.
+pub fn remove_empty_root(root: &Path) {
+    let base = root.join(".siloc");
+    let _ = std::fs::remove_dir(base.join("containers"));
+    let _ = std::fs::remove_dir(&base);
+    let _ = std::fs::remove_dir(root);
+}
+
 /// Removes siloc's directory for container `id` (no error if it is gone).
 pub fn remove(root: &Path, id: &str) -> Result<(), RecordError> {
     let _lock = lock_root(root)?;

@@ -383,7 +383,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let rt_base = opts.state_base.join("rt");
     if let Ok(rd) = std::fs::read_dir(&rt_base) {
         for e in rd.flatten() {
-            let _ = std::fs::remove_dir(e.path());
+            crate::lifecycle::record::remove_empty_root(&e.path());
         }
     }
     let _ = std::fs::remove_dir(&rt_base);

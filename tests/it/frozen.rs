@@ -180,10 +180,22 @@ fn a_paused_container_sent_sigterm_stays_paused() {
     );
     let id = env.id("frz-term");
     let c = Container::start(&env, &b, &id);
+    // Pause only once the shell has its TERM handler: before the trap, pid 1 of the
+    // PID namespace ignores SIGTERM and the signal is lost (a loaded host got there).
+    let pid = env.state(&id)["pid"].as_i64().unwrap();
+    assert!(
+        (0..200).any(|_| {
+            let caught = catches_term(pid);
+            if !caught {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            caught
+        }),
+        "the init never installed its TERM handler"
+    );
     env.ok(&["pause", &id]);
     env.ok(&["kill", &id, "TERM"]);
     assert_eq!(env.state(&id)["status"], "paused");
-    let pid = env.state(&id)["pid"].as_i64().unwrap();
     env.ok(&["resume", &id]);
     assert!(
         ends_within(pid, 10),
@@ -237,4 +249,16 @@ fn a_created_container_frozen_before_start_is_paused_not_hung() {
     drop(f);
     drop(c);
     env.assert_no_trace(&id);
+}
+
+/// Whether process `pid` has a handler for SIGTERM (bit 15 of SigCgt in its status).
+fn catches_term(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
 }
