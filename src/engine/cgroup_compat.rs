@@ -200,10 +200,7 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupCompatError> {
     std::fs::write(path, value).map_err(|e| CgroupCompatError::Write {
         value: value.to_string(),
         path: path.to_path_buf(),
-        msg: e
-            .raw_os_error()
-            .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
-            .unwrap_or_else(|| e.to_string()),
+        msg: crate::sys::errno::go_io_text(&e),
     })
 }
 
