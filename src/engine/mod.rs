@@ -20,6 +20,7 @@ pub mod io_weight;
 pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
+pub mod mount_refusals;
 pub mod ns_owner;
 pub mod outer_namespaces;
 pub mod pidns_cgroup;
