@@ -16,6 +16,7 @@ pub mod frozen_cgroup;
 pub mod home;
 pub mod hooks;
 pub mod idmapped_mounts;
+pub mod init_cause;
 pub mod io_weight;
 pub mod mount_compat;
 pub mod mount_fixups;

@@ -339,7 +339,14 @@ fn create_prepared(
             .and_then(|p| p.rlimits().as_deref())
             .unwrap_or_default(),
     );
+    // libcontainer's init reports only the top of its error; the cause it logs is
+    // caught (engine::init_cause).
+    let catcher = crate::engine::init_cause::Catcher::arm();
     let built = engine::build_init(builder, &spec_dir, &req.init);
+    let init_cause = match (&built, catcher) {
+        (Err(_), Some(c)) => crate::engine::init_cause::cause(&c.take()),
+        _ => None,
+    };
     drop(raised);
     drop(entered);
     let forked_within = handoff.finish();
@@ -362,9 +369,15 @@ fn create_prepared(
             // runc's words for a seccomp agent that is not listening.
             let msg = e.to_string();
             return Err(
-                match crate::engine::seccomp_compat::listener_error(&spec, &msg) {
-                    Some(m) => LifecycleError::Other(m),
-                    None => e.into(),
+                match (
+                    crate::engine::seccomp_compat::listener_error(&spec, &msg),
+                    init_cause,
+                ) {
+                    (Some(m), _) => LifecycleError::Other(m),
+                    (None, Some(cause)) => LifecycleError::Other(format!(
+                        "unable to start container process: error during container init: {cause}"
+                    )),
+                    (None, None) => e.into(),
                 },
             );
         }
