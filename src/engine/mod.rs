@@ -18,6 +18,7 @@ pub mod hooks;
 pub mod idmapped_mounts;
 pub mod init_cause;
 pub mod io_weight;
+pub mod lsm_check;
 pub mod mount_compat;
 pub mod mount_fixups;
 pub mod mount_guard;
