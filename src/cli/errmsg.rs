@@ -101,6 +101,7 @@ pub(crate) fn runc_message(msg: &str, cmd: Failed) -> String {
     } else {
         msg.to_string()
     };
+    let msg = quote_sysctl(&msg);
     let bare = msg.strip_prefix(CREATE_FAILED).unwrap_or(&msg);
     match cmd {
         Failed::Create => format!("siloc create failed: {bare}"),
@@ -145,6 +146,40 @@ fn cgroup_detail(detail: &str) -> String {
         .map(|p| format!("open {p}"))
         .unwrap_or_else(|| what.to_string());
     format!("{INIT_FAILED}error setting cgroup config for procHooks process: {what}: {errno}")
+}
+
+/// libcontainer's refusals of a sysctl (error.rs, `ErrInvalidSpec`), whose key runc
+/// quotes (`sysctl "vm.swappiness" is not in a separate kernel namespace`, runc's
+/// configs/validate/validator.go).
+const SYSCTL_REFUSALS: [&str; 4] = [
+    " is not allowed in the hosts ipc namespace",
+    " not allowed in host network namespace",
+    " is not allowed as it conflicts with the OCI ",
+    " is not in a separate kernel namespace",
+];
+
+/// `msg` with the key (and OCI field) of a sysctl refusal quoted as runc quotes them.
+fn quote_sysctl(msg: &str) -> String {
+    for suffix in SYSCTL_REFUSALS {
+        if let Some(end) = msg.find(suffix)
+            && let Some(start) = msg[..end].rfind("sysctl ")
+        {
+            let key = &msg[start + "sysctl ".len()..end];
+            if key.is_empty() || key.contains(' ') || key.starts_with('"') {
+                continue;
+            }
+            let mut rest = msg[end..].to_string();
+            if let Some(field) = rest
+                .strip_prefix(" is not allowed as it conflicts with the OCI ")
+                .and_then(|r| r.strip_suffix(" field"))
+                .filter(|f| !f.starts_with('"'))
+            {
+                rest = format!(" is not allowed as it conflicts with the OCI {field:?} field");
+            }
+            return format!("{}sysctl {key:?}{rest}", &msg[..start]);
+        }
+    }
+    msg.to_string()
 }
 
 /// Rust's text of an I/O error, `No such file or directory (os error 2)`, as Go's
@@ -292,6 +327,32 @@ mod tests {
                 format!("siloc run failed: {m}")
             );
         }
+    }
+
+    #[test]
+    fn sysctl_refusals_quote_the_key() {
+        assert_eq!(
+            runc_message(
+                "sysctl vm.swappiness is not in a separate kernel namespace",
+                Failed::Run
+            ),
+            "siloc run failed: sysctl \"vm.swappiness\" is not in a separate kernel namespace"
+        );
+        assert_eq!(
+            runc_message(
+                "sysctl kernel.hostname is not allowed as it conflicts with the OCI hostname field",
+                Failed::Create
+            ),
+            "siloc create failed: sysctl \"kernel.hostname\" is not allowed as it conflicts \
+             with the OCI \"hostname\" field"
+        );
+        assert_eq!(
+            runc_message(
+                "sysctl net.ipv4.ip_forward not allowed in host network namespace",
+                Failed::Other
+            ),
+            "sysctl \"net.ipv4.ip_forward\" not allowed in host network namespace"
+        );
     }
 
     #[test]
