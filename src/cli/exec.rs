@@ -220,7 +220,11 @@ fn checked_process(path: &std::path::Path, shown: &std::path::Path) -> anyhow::R
 pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
     let loaded = engine::load(&ctx.root, &a.id)?;
-    // runc's refusal (libcontainer 0.7 says "incompatible container status: `Paused`").
+    // runc's refusals, in its order (exec.go); libcontainer 0.7 says "failed operation
+    // due to incompatible container status: `Stopped`" (or `Paused`).
+    if loaded.status() == libcontainer::container::ContainerStatus::Stopped {
+        anyhow::bail!("cannot exec in a stopped container");
+    }
     if loaded.status() == libcontainer::container::ContainerStatus::Paused && !a.ignore_paused {
         anyhow::bail!("cannot exec in a paused container (use --ignore-paused to override)");
     }

@@ -7,6 +7,9 @@
 //!
 //! Without `--debug` only siloc's own warnings and errors are written: libcontainer logs
 //! handled conditions at error level, and runc prints nothing but the final error.
+//! While a container is built, libcontainer's errors also go to
+//! [`crate::engine::init_cause`], which words the cause of a failed init for the final
+//! error.
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -15,6 +18,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use tracing::field::{Field, Visit};
+use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
@@ -76,16 +80,37 @@ impl RuncLayer {
 }
 
 impl<S: Subscriber> Layer<S> for RuncLayer {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.wanted(meta) {
+            Interest::always()
+        } else if crate::engine::init_cause::may_want(meta.target(), *meta.level()) {
+            // Wanted only while a create is under way: asked each time.
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
     fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
-        self.wanted(meta)
+        self.wanted(meta) || crate::engine::init_cause::wants(meta.target(), *meta.level())
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if !self.wanted(event.metadata()) {
+        let meta = event.metadata();
+        let cause = crate::engine::init_cause::wants(meta.target(), *meta.level());
+        if !cause && !self.wanted(meta) {
             return;
         }
         let mut fields = Fields::default();
         event.record(&mut fields);
+        // libcontainer's init reports only the top of its errors: the cause it logs
+        // is caught for the caller's message (engine::init_cause).
+        if cause {
+            crate::engine::init_cause::note(*meta.level(), &fields.msg, &fields.extra);
+        }
+        if !self.wanted(meta) {
+            return;
+        }
         let level = level_name(*event.metadata().level());
         let line = render(self.format, level, &now_rfc3339(), &fields);
         match &self.sink {

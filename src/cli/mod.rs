@@ -246,16 +246,21 @@ pub fn main() -> i32 {
         systemd: cli.systemd_cgroup,
         config_path: cli.config,
     };
-    let is_exec = matches!(command, Command::Exec(_));
+    let failed = match command {
+        Command::Create(_) => errmsg::Failed::Create,
+        Command::Run(_) => errmsg::Failed::Run,
+        Command::Exec(_) => errmsg::Failed::Exec,
+        _ => errmsg::Failed::Other,
+    };
     match dispatch(&ctx, command) {
         Ok(code) => code,
         Err(e) => {
-            let msg = errmsg::runc_message(&errmsg::chain(&*e), is_exec);
+            let msg = errmsg::runc_message(&errmsg::chain(&*e), failed);
             tracing::error!(target: "siloc", "{msg}");
             if !to_stderr {
                 eprintln!("{msg}");
             }
-            if is_exec {
+            if failed == errmsg::Failed::Exec {
                 errmsg::EXEC_ERROR_STATUS
             } else {
                 1

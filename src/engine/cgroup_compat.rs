@@ -58,17 +58,38 @@ pub enum CgroupCompatError {
     },
     #[error("{path}: {msg}")]
     Io { path: PathBuf, msg: String },
+    /// runc's text for a huge page size the host lacks (the limit file it opens does
+    /// not exist), then the field and the sizes the host has.
+    #[error(
+        "unable to start container process: error during container init: error setting \
+         cgroup config for procHooks process: openat2 {file}: no such file or directory \
+         (linux.resources.hugepageLimits[{index}].pageSize {size:?}: the host's huge page \
+         sizes are {host} ({HUGEPAGES}))"
+    )]
+    HugePageSize {
+        index: usize,
+        size: String,
+        file: PathBuf,
+        host: String,
+    },
 }
+
+/// Where the kernel lists the huge page sizes it has (one `hugepages-<N>kB` directory
+/// each; admin-guide/mm/hugetlbpage.rst).
+pub const HUGEPAGES: &str = "/sys/kernel/mm/hugepages";
 
 /// The directory a cgroupfs `cgroups_path` names in `h`: below the hierarchy's root
 /// when absolute, below siloc's own cgroup (`own`, /proc/self/cgroup) when relative.
+/// The path is cleaned first as runc's `utils.CleanPath` cleans it (`..` never climbs
+/// above its base): `../../x` names `x`, not a directory outside the hierarchy.
 pub fn dir_in(h: &Hierarchy, own: &str, cgroups_path: &Path) -> PathBuf {
     let base = if cgroups_path.is_absolute() {
         PathBuf::from("/")
     } else {
         PathBuf::from(path_in(own, h).unwrap_or_else(|| "/".into()))
     };
-    let rel = base.join(cgroups_path);
+    let inner = crate::sys::paths::clean(cgroups_path);
+    let rel = base.join(inner.strip_prefix("/").unwrap_or(&inner));
     h.mount_point.join(rel.strip_prefix("/").unwrap_or(&rel))
 }
 
@@ -164,6 +185,7 @@ pub fn check_create(
         return Ok(());
     };
     let all = hierarchies(mounts);
+    check_hugetlb(spec, &all, own, &cg, Path::new(HUGEPAGES))?;
     let probe = all.iter().find(|h| {
         if host_v2 {
             h.v2
@@ -179,6 +201,101 @@ pub fn check_create(
         }
     }
     Ok(())
+}
+
+/// `linux.resources.hugepageLimits`: each page size must be one the host has (under
+/// `hugepages`, [`HUGEPAGES`] on the host), named as runc names them (`2MB`, `1GB`:
+/// runc's getHugePageSizeFromFilenames). libcgroups fails a size it cannot parse with
+/// "malformed page size 3" and runc one the host lacks with the missing limit file;
+/// siloc refuses both before anything is made, with runc's words, the field and the
+/// host's sizes. `all` are the host's cgroup hierarchies, `own` siloc's
+/// /proc/self/cgroup, `cg` the container's cgroups path (for the file runc names).
+/// Reads `hugepages` only when the spec has limits.
+///
+/// Errors: [`CgroupCompatError::HugePageSize`] for the first size the host lacks.
+pub fn check_hugetlb(
+    spec: &Spec,
+    all: &[Hierarchy],
+    own: &str,
+    cg: &Path,
+    hugepages: &Path,
+) -> Result<(), CgroupCompatError> {
+    let limits = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.hugepage_limits().as_ref());
+    let Some(limits) = limits.filter(|l| !l.is_empty()) else {
+        return Ok(());
+    };
+    let host = host_page_sizes(hugepages);
+    let Some((index, bad)) = limits
+        .iter()
+        .enumerate()
+        .find(|(_, l)| !host.contains(l.page_size()))
+    else {
+        return Ok(());
+    };
+    let size = bad.page_size().clone();
+    let file = match all
+        .iter()
+        .find(|h| h.controllers.iter().any(|c| c == "hugetlb"))
+    {
+        Some(h) => dir_in(h, own, cg).join(format!("hugetlb.{size}.limit_in_bytes")),
+        None => match all
+            .iter()
+            .find(|h| h.v2)
+            .filter(|_| all.iter().all(|h| h.v2))
+        {
+            Some(h) => dir_in(h, own, cg).join(format!("hugetlb.{size}.max")),
+            None => Path::new(crate::sys::cgroup::ROOT)
+                .join("hugetlb")
+                .join(crate::sys::paths::clean(cg).strip_prefix("/").unwrap_or(cg))
+                .join(format!("hugetlb.{size}.limit_in_bytes")),
+        },
+    };
+    Err(CgroupCompatError::HugePageSize {
+        index,
+        size,
+        file,
+        host: if host.is_empty() {
+            "none".into()
+        } else {
+            host.join(", ")
+        },
+    })
+}
+
+/// The huge page sizes under `dir` (`hugepages-2048kB` → `2MB`), smallest first.
+fn host_page_sizes(dir: &Path) -> Vec<String> {
+    let mut kbs: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    kbs.sort_unstable();
+    kbs.into_iter().map(page_size_name).collect()
+}
+
+/// A page size of `kb` KiB as runc names it: the largest binary unit (`B`, `KB`, `MB`,
+/// `GB`, `TB`, `PB`) that keeps the number at or above 1, printed as Go's `%g`.
+fn page_size_name(kb: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KB", "MB", "GB", "TB", "PB"];
+    let mut v = kb as f64 * 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v}{}", UNITS[unit])
 }
 
 /// Processes in cgroup `dir` and below (0 when it does not exist).
@@ -200,10 +317,7 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupCompatError> {
     std::fs::write(path, value).map_err(|e| CgroupCompatError::Write {
         value: value.to_string(),
         path: path.to_path_buf(),
-        msg: e
-            .raw_os_error()
-            .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
-            .unwrap_or_else(|| e.to_string()),
+        msg: crate::sys::errno::go_io_text(&e),
     })
 }
 
@@ -402,9 +516,62 @@ mod tests {
             dir_in(&extra[1], own, Path::new("c1")),
             PathBuf::from("/sys/fs/cgroup/systemd/user.slice/c1")
         );
+        // `..` never leaves the base (runc's CleanPath)
+        assert_eq!(
+            dir_in(&extra[1], own, Path::new("../../escape")),
+            PathBuf::from("/sys/fs/cgroup/systemd/user.slice/escape")
+        );
+        assert_eq!(
+            dir_in(&extra[0], own, Path::new("/../x/../../y")),
+            PathBuf::from("/sys/fs/cgroup/unified/y")
+        );
         // pure v2: nothing extra
         let v2 = "31 25 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         assert!(extra_hierarchies(&hierarchies(&crate::sys::mountinfo::parse(v2))).is_empty());
+    }
+
+    #[test]
+    fn huge_page_sizes_the_host_lacks_are_refused_in_runcs_words() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["hugepages-2048kB", "hugepages-1048576kB", "other"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        assert_eq!(host_page_sizes(dir.path()), ["2MB", "1GB"]);
+        assert_eq!(page_size_name(64), "64KB");
+        let with_hugetlb =
+            format!("{HYBRID}35 30 0:31 / /sys/fs/cgroup/hugetlb rw - cgroup cgroup rw,hugetlb\n");
+        let all = hierarchies(&crate::sys::mountinfo::parse(&with_hugetlb));
+        let spec = |size: &str| -> Spec {
+            serde_json::from_value(serde_json::json!({
+                "ociVersion": "1.0.2",
+                "linux": {"resources": {"hugepageLimits": [
+                    {"pageSize": "2MB", "limit": 1048576},
+                    {"pageSize": size, "limit": 1048576}
+                ]}}
+            }))
+            .unwrap()
+        };
+        let cg = Path::new("/siloc-x");
+        check_hugetlb(&spec("1GB"), &all, "", cg, dir.path()).unwrap();
+        let e = check_hugetlb(&spec("3MB"), &all, "", cg, dir.path()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unable to start container process: error during container init: error setting \
+             cgroup config for procHooks process: openat2 \
+             /sys/fs/cgroup/hugetlb/siloc-x/hugetlb.3MB.limit_in_bytes: no such file or \
+             directory (linux.resources.hugepageLimits[1].pageSize \"3MB\": the host's huge \
+             page sizes are 2MB, 1GB (/sys/kernel/mm/hugepages))"
+        );
+        // pure v2: the v2 file
+        let v2 = hierarchies(&crate::sys::mountinfo::parse(
+            "31 25 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        ));
+        let e = check_hugetlb(&spec("4MB"), &v2, "", cg, dir.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("openat2 /sys/fs/cgroup/siloc-x/hugetlb.4MB.max: no such file"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -288,16 +288,6 @@ fn message(kind: &str, index: &str, path: &str, f: &Failure) -> String {
     format!("error running {kind} hook #{index}: {detail}")
 }
 
-/// An errno's text as Go prints it (lowercase first letter: "no such file or
-/// directory").
-fn go_errno(e: nix::Error) -> String {
-    let d = e.desc();
-    let mut c = d.chars();
-    c.next()
-        .map(|f| f.to_lowercase().chain(c).collect())
-        .unwrap_or_default()
-}
-
 /// `exit status N` or `signal: killed`, as Go's os/exec words a failed process.
 fn go_status(s: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
@@ -433,7 +423,7 @@ fn run_hook(
         });
     }
     let mut child = cmd.spawn().map_err(|e| {
-        Failure::Spawn(go_errno(nix::Error::from_raw(
+        Failure::Spawn(crate::sys::errno::go_text(nix::Error::from_raw(
             e.raw_os_error().unwrap_or(0),
         )))
     })?;
@@ -606,7 +596,7 @@ mod tests {
                 "createRuntime",
                 "0",
                 "/nope",
-                &Failure::Spawn(go_errno(nix::Error::ENOENT))
+                &Failure::Spawn(crate::sys::errno::go_text(nix::Error::ENOENT))
             ),
             "error running createRuntime hook #0: fork/exec /nope: no such file or directory"
         );

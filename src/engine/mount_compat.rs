@@ -125,6 +125,9 @@ pub enum MountCompatError {
     },
     #[error("mounts: {0}")]
     Sys(nix::Error),
+    /// runc's refusal of a mount (bind source missing, not procfs over `/proc`).
+    #[error(transparent)]
+    Refused(#[from] super::mount_refusals::MountRefusal),
 }
 
 /// `MOUNT_ATTR_*` of `<linux/mount.h>`.
@@ -325,7 +328,8 @@ fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
 /// relative bind sources resolve.
 ///
 /// Errors: [`MountCompatError::NotDirectory`] for `proc`/`sysfs` on a destination
-/// that is not a directory.
+/// that is not a directory; [`MountCompatError::Refused`] for a mount runc refuses
+/// ([`super::mount_refusals`]).
 pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, MountCompatError> {
     let own_mount_ns = matches!(
         super::mount_guard::spec_mount_ns(spec),
@@ -334,9 +338,10 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
     let userns = has_namespace(spec, LinuxNamespaceType::User);
     let mut plan = Plan::default();
     let mut mounts = spec.mounts().clone().unwrap_or_default();
+    let given = mounts.clone();
     // Destinations of the mounts so far: the rootfs is hidden below them.
     let mut covered: Vec<PathBuf> = Vec::new();
-    for m in mounts.iter_mut() {
+    for (index, m) in mounts.iter_mut().enumerate() {
         let written = m.destination().clone();
         if written.is_relative() {
             // runc 1.1's warning; the destination is taken relative to the rootfs.
@@ -388,6 +393,8 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
             continue;
         }
         let resolved = resolve_in_root(rootfs, &lexical, &covered);
+        // runc's refusals: a missing bind source, anything but procfs at /proc.
+        super::mount_refusals::check(&given, index, is_bind(m), rootfs, bundle, &resolved)?;
         let under_earlier = resolved.parent().is_some_and(|p| is_covered(p, &covered));
         covered.push(resolved.clone());
         // `/vol/../x` too: libcontainer 0.7 takes the destination as written (and

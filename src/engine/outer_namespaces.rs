@@ -72,6 +72,21 @@ pub enum OuterNsError {
         path: PathBuf,
         found: String,
     },
+    /// runc's text for a namespace path that does not exist (its config validator
+    /// lstat(2)s each path).
+    #[error("unable to create new parent process: namespace path: lstat {path}: {msg}")]
+    Missing { path: PathBuf, msg: String },
+    /// A namespace path the host's root cannot open (runc's nsexec says "failed to
+    /// open PATH: ..." and then only "can't get final child's PID from pipe: EOF").
+    #[error(
+        "unable to start container process: failed to open {path}: {msg} (linux.namespaces: \
+         {typ} namespace path)"
+    )]
+    Open {
+        typ: String,
+        path: PathBuf,
+        msg: String,
+    },
     /// runc's text (standard_init_linux.go, writeSystemProperty): no root of a user
     /// namespace may write a UTS sysctl ([`check_user_ns_sysctls`]).
     #[error(
@@ -153,7 +168,9 @@ fn nsexec_type(t: LinuxNamespaceType) -> (&'static str, libc::c_int) {
 /// after it had made the cgroups). A path that cannot be opened is left to the
 /// checks that name it.
 ///
-/// Errors: [`OuterNsError::WrongType`].
+/// Errors: [`OuterNsError::WrongType`]; [`OuterNsError::Missing`] and
+/// [`OuterNsError::Open`] for a path the host's root cannot open (libcontainer's init
+/// said only "ENOENT" or "EACCES").
 pub fn check_types(spec: &Spec) -> Result<(), OuterNsError> {
     let nss = spec
         .linux()
@@ -162,7 +179,23 @@ pub fn check_types(spec: &Spec) -> Result<(), OuterNsError> {
         .unwrap_or_default();
     for n in &nss {
         let Some(path) = n.path() else { continue };
-        let Ok(f) = File::open(path) else { continue };
+        let f = match File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                let msg = crate::sys::errno::go_io_text(&e);
+                return Err(match std::fs::symlink_metadata(path) {
+                    Err(_) => OuterNsError::Missing {
+                        path: path.clone(),
+                        msg,
+                    },
+                    Ok(_) => OuterNsError::Open {
+                        typ: type_name(n.typ()),
+                        path: path.clone(),
+                        msg,
+                    },
+                });
+            }
+        };
         let (nsexec, want) = nsexec_type(n.typ());
         let found = match crate::sys::ns::ns_type(&f) {
             Ok(t) if t == want => continue,
@@ -690,6 +723,16 @@ mod tests {
         assert!(e.ends_with("/etc/passwd is not a namespace file)"), "{e}");
         let mut s = spec(r#"[{"type":"network","path":"/proc/self/ns/net"}]"#);
         assert!(take(&mut s).is_ok());
+    }
+
+    #[test]
+    fn a_missing_path_is_runcs_lstat_error() {
+        let s = spec(r#"[{"type":"network","path":"/nonexistent-ns"}]"#);
+        assert_eq!(
+            check_types(&s).unwrap_err().to_string(),
+            "unable to create new parent process: namespace path: lstat /nonexistent-ns: no \
+             such file or directory"
+        );
     }
 
     #[test]

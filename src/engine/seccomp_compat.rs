@@ -357,10 +357,7 @@ pub fn listener_error(spec: &Spec, msg: &str) -> Option<String> {
 /// connect: REASON" (runc's sendContainerProcessState, Go's net.Dial error), REASON
 /// the errno's text in lowercase.
 pub fn agent_error(path: &Path, e: &std::io::Error) -> String {
-    let reason = e
-        .raw_os_error()
-        .map(|n| nix::errno::Errno::from_raw(n).desc().to_lowercase())
-        .unwrap_or_else(|| e.to_string());
+    let reason = crate::sys::errno::go_io_text(e);
     format!(
         "failed to connect with seccomp agent specified in the seccomp profile: dial unix {}: connect: {reason}",
         path.display()

@@ -159,6 +159,19 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
     if let Err((i, msg)) = check_env(process.env().as_deref().unwrap_or_default()) {
         return bad(&format!("process.env[{i}]"), msg);
     }
+    // The kernel's range (proc(5), /proc/PID/oom_score_adj); libcontainer's write
+    // failed as "io error", runc's nsexec as below.
+    if let Some(adj) = process.oom_score_adj()
+        && !(-1000..=1000).contains(&adj)
+    {
+        return bad(
+            "process.oomScoreAdj",
+            &format!(
+                "{adj} is outside the kernel's -1000..1000 (runc: failed to update \
+                 /proc/self/oom_score_adj: Invalid argument)"
+            ),
+        );
+    }
     // A relative mount destination is relative to the rootfs (runc 1.1 takes it with a
     // warning from engine::mount_compat::prepare, which resolves it).
     if let Some(linux) = spec.linux() {
@@ -224,6 +237,25 @@ mod tests {
     #[test]
     fn good_spec_passes() {
         check(GOOD).unwrap();
+    }
+
+    #[test]
+    fn oom_score_adj_outside_the_kernels_range_is_named() {
+        let with = |adj: i32| {
+            GOOD.replace(
+                r#""cwd":"/","#,
+                &format!(r#""cwd":"/","oomScoreAdj":{adj},"#),
+            )
+        };
+        check(&with(1000)).unwrap();
+        check(&with(-1000)).unwrap();
+        let (field, msg) = check(&with(5000)).unwrap_err();
+        assert_eq!(field, "process.oomScoreAdj");
+        assert!(
+            msg.starts_with("5000 is outside the kernel's -1000..1000"),
+            "{msg}"
+        );
+        assert!(check(&with(-1001)).is_err());
     }
 
     #[test]

@@ -40,6 +40,19 @@ pub fn final_spec(mut spec: Spec, rec: &Record, systemd: bool) -> Result<Spec, P
             format!("/siloc-{}", rec.id)
         };
         linux.set_cgroups_path(Some(PathBuf::from(p)));
+    } else if !systemd && let Some(p) = linux.cgroups_path().clone() {
+        // runc cleans a cgroupfs path first (utils.CleanPath: `..` never climbs above
+        // its base); libcgroups joins it as written, so `../x` named a directory
+        // outside the hierarchy (/sys/fs/cgroup/x).
+        let clean = crate::sys::paths::clean(&p);
+        let clean = if p.is_absolute() {
+            clean
+        } else {
+            clean.strip_prefix("/").map(PathBuf::from).unwrap_or(clean)
+        };
+        if !clean.as_os_str().is_empty() {
+            linux.set_cgroups_path(Some(clean));
+        }
     }
     let mut notes = Vec::new();
     if let (UsernsPlan::Auto { .. }, Some(r)) = (&rec.plan.userns, rec.prepared.range) {

@@ -64,6 +64,8 @@ pub enum LifecycleError {
     Cgroup(#[from] crate::engine::cgroup_compat::CgroupCompatError),
     #[error("unable to start container process: error during container init: {0}")]
     Rlimit(#[from] crate::engine::rlimit_check::RlimitError),
+    #[error(transparent)]
+    Lsm(#[from] crate::engine::lsm_check::LsmError),
     #[error("{0}")]
     Other(String),
 }
@@ -144,17 +146,29 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
     crate::engine::mount_guard::check(&spec)?;
     // runc's rlimit error, before anything is made (engine::rlimit_check).
     crate::engine::rlimit_check::check(spec.process().as_ref())?;
+    // runc's refusals of LSM labels the host cannot apply (engine::lsm_check).
+    crate::engine::lsm_check::check(spec.process().as_ref(), Path::new("/"))?;
     let root_path = spec
         .root()
         .as_ref()
         .map(|r| r.path().clone())
         .unwrap_or_default();
+    // runc's words ("invalid rootfs: stat P: ..."), after the field.
+    let given_root = crate::sys::paths::clean(&bundle.join(&root_path));
     let rootfs = std::fs::canonicalize(bundle.join(&root_path)).map_err(|e| {
         LifecycleError::Other(format!(
-            "root.path {}: {e}",
-            bundle.join(&root_path).display()
+            "root.path {0}: invalid rootfs: stat {0}: {1}",
+            given_root.display(),
+            crate::sys::errno::go_io_text(&e)
         ))
     })?;
+    if !rootfs.is_dir() {
+        // libcontainer's create failed on the process's cwd ("mkdir /: ENOTDIR").
+        return Err(LifecycleError::Other(format!(
+            "root.path {}: invalid rootfs: not a directory",
+            given_root.display()
+        )));
+    }
     let plan = crate::lifecycle::plan::plan(&spec, &rt.config)?;
     if let crate::userns::UsernsPlan::FromSpec { uid, gid, .. } = &plan.userns {
         crate::userns::check_spec_maps_fit(&spec, uid, gid)?;
@@ -339,7 +353,14 @@ fn create_prepared(
             .and_then(|p| p.rlimits().as_deref())
             .unwrap_or_default(),
     );
+    // libcontainer's init reports only the top of its error; the cause it logs is
+    // caught (engine::init_cause).
+    let catcher = crate::engine::init_cause::Catcher::arm();
     let built = engine::build_init(builder, &spec_dir, &req.init);
+    let init_cause = match (&built, catcher) {
+        (Err(_), Some(c)) => crate::engine::init_cause::cause(&c.take()),
+        _ => None,
+    };
     drop(raised);
     drop(entered);
     let forked_within = handoff.finish();
@@ -362,9 +383,15 @@ fn create_prepared(
             // runc's words for a seccomp agent that is not listening.
             let msg = e.to_string();
             return Err(
-                match crate::engine::seccomp_compat::listener_error(&spec, &msg) {
-                    Some(m) => LifecycleError::Other(m),
-                    None => e.into(),
+                match (
+                    crate::engine::seccomp_compat::listener_error(&spec, &msg),
+                    init_cause,
+                ) {
+                    (Some(m), _) => LifecycleError::Other(m),
+                    (None, Some(cause)) => LifecycleError::Other(format!(
+                        "unable to start container process: error during container init: {cause}"
+                    )),
+                    (None, None) => e.into(),
                 },
             );
         }

@@ -29,6 +29,7 @@ mod numa;
 mod pidns_cgroup;
 mod process_setup;
 mod rootfs_legacy;
+mod runc_texts;
 mod scenario;
 mod seccomp_compat;
 mod security;
