@@ -45,6 +45,7 @@ fn all_containers(root: &Path) -> Vec<Container> {
 }
 
 /// `siloc list`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<()> {
     let states: Vec<RuncState> = all_containers(&ctx.root)
         .iter()
@@ -129,6 +130,7 @@ pub(crate) struct PsArgs {
 }
 
 /// `siloc ps`: the container's processes, from its cgroup.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn ps(ctx: &Ctx, a: PsArgs) -> anyhow::Result<()> {
     let c = engine::load(&ctx.root, &a.id)?;
     let mut pids: Vec<i32> = if c.status() == ContainerStatus::Stopped {
@@ -218,6 +220,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// `siloc events`: `{"type":"stats","id":…,"data":…}` lines, once with `--stats`, else
 /// every interval until the container stops.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn events(ctx: &Ctx, a: EventsArgs) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, &a.id)?;
     if c.status() == ContainerStatus::Stopped {
