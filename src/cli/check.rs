@@ -23,6 +23,7 @@ pub(crate) struct CheckArgs {
 }
 
 /// `siloc check`. Errors: a knob that cannot be switched (named), JSON output.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn check(a: &CheckArgs) -> anyhow::Result<()> {
     let sysfs = Path::new("/sys");
     let cgroup_root = Path::new("/sys/fs/cgroup");

@@ -119,7 +119,7 @@ pub(crate) fn for_create(
     let Some(caller) = req.init.console_socket.clone() else {
         return Ok(None);
     };
-    if !crate::cli::foreground::spec_wants_terminal(&req.bundle) {
+    if !crate::lifecycle::bundle::wants_terminal(&req.bundle) {
         return Ok(None);
     }
     let proxy = ConsoleProxy::connect(&caller)?;

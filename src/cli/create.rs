@@ -72,6 +72,7 @@ impl CreateArgs {
 }
 
 /// `siloc create`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn create(ctx: &Ctx, a: CreateArgs) -> anyhow::Result<Container> {
     let rt = ctx.runtime()?;
     let mut req = a.request(ctx, true)?;
@@ -110,6 +111,7 @@ pub(crate) fn create_for_caller(
 }
 
 /// `siloc run`: returns the container's exit status in the foreground, 0 detached.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let rt = ctx.runtime()?;
     if a.detach {

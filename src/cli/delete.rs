@@ -13,6 +13,7 @@ pub(crate) struct DeleteArgs {
 }
 
 /// `siloc delete`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn delete(ctx: &Ctx, a: DeleteArgs) -> anyhow::Result<()> {
     let rt = ctx.runtime()?;
     Ok(lifecycle::delete(&rt, &a.id, a.force)?)

@@ -120,6 +120,7 @@ fn print(ev: &Event) -> anyhow::Result<bool> {
 }
 
 /// `siloc events`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn events(ctx: &Ctx, a: EventsArgs) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, &a.id)?;
     let Interval(Some(interval)) = a.interval else {

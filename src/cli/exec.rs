@@ -217,6 +217,7 @@ fn checked_process(path: &std::path::Path, shown: &std::path::Path) -> anyhow::R
 }
 
 /// `siloc exec`: the process's exit status in the foreground, 0 with `--detach`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn exec(ctx: &Ctx, a: ExecArgs) -> anyhow::Result<i32> {
     // Unknown ids fail before anything else is read.
     let loaded = engine::load(&ctx.root, &a.id)?;

@@ -325,6 +325,7 @@ fn mount_options() -> Vec<String> {
 }
 
 /// `siloc features`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn features() -> anyhow::Result<()> {
     super::emit(&serde_json::to_string_pretty(&document())?)
 }

@@ -83,14 +83,6 @@ pub(crate) fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
     }
 }
 
-/// Whether the bundle's `process.terminal` is true.
-pub(crate) fn spec_wants_terminal(bundle: &Path) -> bool {
-    crate::lifecycle::bundle::load(bundle)
-        .ok()
-        .and_then(|s| s.process().as_ref().and_then(|p| p.terminal()))
-        .unwrap_or(false)
-}
-
 /// Foreground `run`: create, start, wait, delete (unless `keep`).
 pub(crate) fn run(
     rt: &Runtime,
@@ -100,7 +92,7 @@ pub(crate) fn run(
 ) -> anyhow::Result<i32> {
     let queue = signals::install()?;
     let own = if req.init.console_socket.is_none() {
-        OwnTerminal::maybe(spec_wants_terminal(&req.bundle))?
+        OwnTerminal::maybe(crate::lifecycle::bundle::wants_terminal(&req.bundle))?
     } else {
         None
     };
@@ -114,12 +106,18 @@ pub(crate) fn run(
         let pid = c
             .pid()
             .ok_or_else(|| anyhow::anyhow!("container has no init pid"))?;
-        let fix = crate::lifecycle::bundle::load(&req.bundle)
-            .ok()
-            .and_then(|s| s.process().clone())
-            .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
-            .unwrap_or_default();
-        let relay = own.map(|t| t.relay(&fix, None)).transpose()?;
+        // The console fix needs the spec's process: read only when siloc relays a
+        // terminal (a `run` without one reads config.json in full once, in create).
+        let relay = own
+            .map(|t| {
+                let fix = crate::lifecycle::bundle::load(&req.bundle)
+                    .ok()
+                    .and_then(|s| s.process().clone())
+                    .map(|p| crate::engine::console_fixup::for_process(&p, Some(pid)))
+                    .unwrap_or_default();
+                t.relay(&fix, None)
+            })
+            .transpose()?;
         crate::cli::state::start_created(&rt.root, &mut c)?;
         let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
         let code = wait_exit(pid, fwd);

@@ -100,6 +100,7 @@ struct RmArgs {
 }
 
 /// Runs one `siloc image` command.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn image(ctx: &Ctx, a: ImageArgs) -> anyhow::Result<()> {
     match a.command {
         ImageCommand::Unpack(a) => unpack(ctx, a),

@@ -44,6 +44,7 @@ fn all_containers(root: &Path) -> Vec<Container> {
 }
 
 /// `siloc list`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<()> {
     let states: Vec<RuncState> = all_containers(&ctx.root)
         .iter()
@@ -131,6 +132,7 @@ pub(crate) struct PsArgs {
 }
 
 /// `siloc ps`: the container's processes, from its cgroup.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn ps(ctx: &Ctx, a: PsArgs) -> anyhow::Result<()> {
     let c = engine::load(&ctx.root, &a.id)?;
     let mut pids: Vec<i32> = if c.status() == ContainerStatus::Stopped {

@@ -20,6 +20,7 @@ pub(crate) struct KillArgs {
 }
 
 /// `siloc kill`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
     // After a concurrent delete, not during it (lifecycle::container_lock).
     let _lock = crate::lifecycle::container_lock::hold(&ctx.root, &a.id);

@@ -6,6 +6,7 @@ use super::Ctx;
 use crate::engine;
 
 /// `siloc pause ID`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     // After a concurrent delete, not during it (lifecycle::container_lock).
     let _lock = crate::lifecycle::container_lock::hold(&ctx.root, id);
@@ -17,6 +18,7 @@ pub(crate) fn pause(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
 }
 
 /// `siloc resume ID`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn resume(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let _lock = crate::lifecycle::container_lock::hold(&ctx.root, id);
     let mut c = engine::load_saved(&ctx.root, id)?;

@@ -40,6 +40,7 @@ pub(crate) struct ReportArgs {
 }
 
 /// Runs a `scenario` subcommand; returns the exit status (130 when interrupted).
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn scenario(ctx: &Ctx, cmd: ScenarioCommand) -> anyhow::Result<i32> {
     match cmd {
         ScenarioCommand::ShowDefault => {

@@ -111,6 +111,7 @@ pub(crate) fn to_tabbed_json(v: &Value) -> anyhow::Result<String> {
 }
 
 /// `siloc spec`: writes `<bundle>/config.json`, refusing to overwrite one.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn spec(a: SpecArgs) -> anyhow::Result<()> {
     let path = Path::new(&a.bundle).join("config.json");
     if path.exists() {

@@ -53,12 +53,14 @@ pub(crate) fn runc_state(root: &Path, c: &Container) -> RuncState {
 }
 
 /// `siloc state ID`.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn state(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let c = engine::load(&ctx.root, id)?;
     super::emit(&serde_json::to_string_pretty(&runc_state(&ctx.root, &c))?)
 }
 
 /// `siloc start ID`: runs the user process of a created container.
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn start(ctx: &Ctx, id: &str) -> anyhow::Result<()> {
     let mut c = engine::load(&ctx.root, id)?;
     match c.status() {

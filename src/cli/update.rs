@@ -143,6 +143,7 @@ fn read_resources(src: &str) -> anyhow::Result<Value> {
 
 /// `siloc update`: the file, then the single flags on top, handed to
 /// [`update::update`].
+#[inline(never)] // out of dispatch, see cli::dispatch
 pub(crate) fn update(ctx: &Ctx, a: UpdateArgs) -> anyhow::Result<()> {
     // Input first (stdin may take its time).
     let from_file = a.resources.as_deref().map(read_resources).transpose()?;

@@ -72,6 +72,27 @@ pub fn load_with_warnings(bundle: &Path) -> Result<(Spec, Vec<String>), BundleEr
     Ok((spec, warnings))
 }
 
+/// Whether `<bundle>/config.json` asks for a terminal (`process.terminal`,
+/// runtime-spec config.md "Process"). Reads that one field (serde skips the rest),
+/// about a tenth of a full [`load`]: `run` and `create` decide their console before
+/// `create` loads the whole file. A file that cannot be read or parsed counts as no
+/// terminal; `create`'s full load then names the error.
+pub fn wants_terminal(bundle: &Path) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        process: Option<Process>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Process {
+        terminal: Option<bool>,
+    }
+    std::fs::read(bundle.join("config.json"))
+        .ok()
+        .and_then(|text| serde_json::from_slice::<Doc>(&text).ok())
+        .and_then(|doc| doc.process?.terminal)
+        .unwrap_or(false)
+}
+
 /// Parses config.json text. Errors: (field path, message); the path is `(top level)`
 /// when the document itself is broken.
 #[cfg(test)]
@@ -232,6 +253,30 @@ mod tests {
 
     fn check(text: &str) -> Result<(), (String, String)> {
         validate(&parse(text.as_bytes())?)
+    }
+
+    #[test]
+    fn wants_terminal_reads_process_terminal_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let case = |text: &str| {
+            std::fs::write(dir.path().join("config.json"), text).unwrap();
+            wants_terminal(dir.path())
+        };
+        assert!(!case(GOOD));
+        assert!(case(
+            &GOOD.replace(r#""cwd":"/""#, r#""terminal":true,"cwd":"/""#)
+        ));
+        assert!(!case(
+            &GOOD.replace(r#""cwd":"/""#, r#""terminal":false,"cwd":"/""#)
+        ));
+        assert!(!case(
+            &GOOD.replace(r#""cwd":"/""#, r#""terminal":null,"cwd":"/""#)
+        ));
+        assert!(!case(r#"{"ociVersion":"1.0.2"}"#));
+        // Broken or unreadable: no terminal; create's full load reports it.
+        assert!(!case("{"));
+        assert!(!case(r#"{"process":{"terminal":"yes"}}"#));
+        assert!(!wants_terminal(&dir.path().join("missing")));
     }
 
     #[test]

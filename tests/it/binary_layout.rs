@@ -70,3 +70,32 @@ fn binaries_pack_relative_relocations() {
         );
     }
 }
+
+/// Where build.rs links libgcc's unwinder and libseccomp in from their archives (lld,
+/// the archives found by `cc`), the binaries load neither libgcc_s.so.1 nor
+/// libseccomp.so.2: two fewer shared objects to map and bind at every start, and
+/// no libgcc_s constructor (its CPUID instructions trap to the hypervisor on a VM).
+#[test]
+fn binaries_link_the_unwinder_and_libseccomp_in() {
+    let Some(linked) = option_env!("SILOC_LINKED_STATIC") else {
+        eprintln!("skipped: build.rs linked no archive in here");
+        return;
+    };
+    let shim = PathBuf::from(env!("CARGO_BIN_EXE_containerd-shim-siloc-v2"));
+    for bin in [siloc_bin(), shim] {
+        let dynamic = dynamic_section(&bin);
+        let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+        for (archive, shared) in [
+            ("libgcc_s.a", "libgcc_s.so"),
+            ("libseccomp.a", "libseccomp.so"),
+        ] {
+            if linked.split(',').any(|l| l == archive) {
+                assert!(
+                    !needed.iter().any(|l| l.contains(shared)),
+                    "{} needs {shared}: {needed:?}",
+                    bin.display()
+                );
+            }
+        }
+    }
+}

@@ -357,6 +357,38 @@ fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
     env.assert_no_trace(&id);
 }
 
+#[test]
+fn foreground_run_without_terminal_reads_config_json_twice() {
+    needs_root!();
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("SKIPPED lifecycle: needs strace");
+        return;
+    }
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["true"]);
+    let id = env.id("onespec");
+    let log = env.dir.path().join("run.strace");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=openat,openat2,open", "-o"])
+        .arg(&log)
+        .arg(common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["run", "--bundle", b.path(), &id])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = std::fs::read_to_string(&log).unwrap();
+    let config = format!("{}/config.json", b.path());
+    let opens: Vec<&str> = trace.lines().filter(|l| l.contains(&config)).collect();
+    // `process.terminal` alone, then create's full load; the console fix's load (a
+    // third, full one) only when siloc relays a terminal.
+    assert_eq!(opens.len(), 2, "{opens:#?}");
+    env.assert_no_trace(&id);
+}
+
 /// The processes the first process of an strace log forked (clone/clone3 without
 /// CLONE_THREAD); the log is `strace -f` output, each line led by its pid.
 fn forks_of_first_process(log: &str) -> usize {
