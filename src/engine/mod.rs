@@ -24,6 +24,7 @@ pub mod mount_fixups;
 pub mod mount_guard;
 pub mod mount_refusals;
 pub mod ns_owner;
+pub mod oom_adj;
 pub mod outer_namespaces;
 pub mod pidns_cgroup;
 pub mod pinned_namespaces;

@@ -66,6 +66,8 @@ pub enum LifecycleError {
     Rlimit(#[from] crate::engine::rlimit_check::RlimitError),
     #[error(transparent)]
     Lsm(#[from] crate::engine::lsm_check::LsmError),
+    #[error(transparent)]
+    OomAdj(#[from] crate::engine::oom_adj::OomAdjError),
     #[error("{0}")]
     Other(String),
 }
@@ -148,6 +150,8 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
     crate::engine::rlimit_check::check(spec.process().as_ref())?;
     // runc's refusals of LSM labels the host cannot apply (engine::lsm_check).
     crate::engine::lsm_check::check(spec.process().as_ref(), Path::new("/"))?;
+    // runc's refusal of an oom_score_adj below the runtime's without CAP_SYS_RESOURCE.
+    crate::engine::oom_adj::check(spec.process().as_ref())?;
     let root_path = spec
         .root()
         .as_ref()

@@ -339,3 +339,51 @@ fn exec_into_a_stopped_container_says_so() {
         "{err}"
     );
 }
+
+/// A pod sandbox's `oomScoreAdj` of -998 from a runtime without CAP_SYS_RESOURCE
+/// (containerd without `restrict_oom_score_adj` on such a host): refused before anything
+/// is made, in runc's words with the field, where libcontainer said a bare "io error";
+/// with the capability the container runs with it. siloc runs here under `setpriv`
+/// with CAP_SYS_RESOURCE dropped from its bounding set, and as it is.
+#[test]
+fn an_oom_score_adj_the_runtime_may_not_set_is_refused_in_runc_words() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("oom", &["cat", "/proc/self/oom_score_adj"]);
+    b.edit(|s| s["process"]["oomScoreAdj"] = json!(-998));
+    let id = env.id("oom");
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-sys_resource", "--"])
+        .arg(crate::common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(["run", "--bundle", b.path(), &id])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "ran without CAP_SYS_RESOURCE: {err}");
+    assert!(
+        err.contains(
+            "siloc run failed: unable to start container process: failed to update \
+             /proc/self/oom_score_adj: Permission denied (process.oomScoreAdj -998: "
+        ),
+        "{err}"
+    );
+    env.assert_no_trace(&id);
+    // With the capability (when the host's root has it) the value is set.
+    let has = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_some_and(|c| c & (1 << 24) != 0); // CAP_SYS_RESOURCE
+    if has {
+        let o = env.siloc(&["run", "--bundle", b.path(), &id]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "-998\n");
+        env.assert_no_trace(&id);
+    }
+}
