@@ -318,6 +318,29 @@ fn a_pid_file_path_is_cleaned_like_runcs() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+/// The strace log (`-f -qq -e trace=TRACE`) of `siloc ARGS` in `env`, after the
+/// command succeeded; None (and a SKIPPED line) without strace.
+fn straced(env: &TestEnv, trace: &str, args: &[&str]) -> Option<String> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("SKIPPED lifecycle: needs strace");
+        return None;
+    }
+    let log = env.dir.path().join("siloc.strace");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", trace, "-o"])
+        .arg(&log)
+        .arg(common::siloc_bin())
+        .arg("--root")
+        .arg(&env.root)
+        .arg("--config")
+        .arg(&env.config)
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(st.success(), "siloc {args:?} under strace");
+    Some(std::fs::read_to_string(&log).unwrap())
+}
+
 /// Opens of /proc/self/mountinfo (any fd path form) in an strace log.
 fn mountinfo_opens(log: &str) -> usize {
     log.lines()
@@ -328,30 +351,15 @@ fn mountinfo_opens(log: &str) -> usize {
 #[test]
 fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
     needs_root!();
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("SKIPPED lifecycle: needs strace");
-        return;
-    }
     let env = TestEnv::new();
     let b = env.bundle("b", &["true"]);
     let id = env.id("stopped");
     let _c = Container::create(&env, &b, &id);
     env.ok(&["start", &id]);
     assert!(_c.wait_status("stopped", 5));
-    let log = env.dir.path().join("delete.strace");
-    let st = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=openat,openat2,open", "-o"])
-        .arg(&log)
-        .arg(common::siloc_bin())
-        .arg("--root")
-        .arg(&env.root)
-        .arg("--config")
-        .arg(&env.config)
-        .args(["delete", &id])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let trace = std::fs::read_to_string(&log).unwrap();
+    let Some(trace) = straced(&env, "trace=openat,openat2,open", &["delete", &id]) else {
+        return;
+    };
     // libcontainer's v1 cgroup manager read it once per controller (12).
     assert!(mountinfo_opens(&trace) <= 1, "{}", mountinfo_opens(&trace));
     env.assert_no_trace(&id);
@@ -360,27 +368,13 @@ fn delete_of_a_stopped_container_reads_the_mount_table_at_most_once() {
 #[test]
 fn foreground_run_without_terminal_reads_config_json_twice() {
     needs_root!();
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("SKIPPED lifecycle: needs strace");
-        return;
-    }
     let env = TestEnv::new();
     let b = env.bundle("b", &["true"]);
     let id = env.id("onespec");
-    let log = env.dir.path().join("run.strace");
-    let st = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=openat,openat2,open", "-o"])
-        .arg(&log)
-        .arg(common::siloc_bin())
-        .arg("--root")
-        .arg(&env.root)
-        .arg("--config")
-        .arg(&env.config)
-        .args(["run", "--bundle", b.path(), &id])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let trace = std::fs::read_to_string(&log).unwrap();
+    let run = ["run", "--bundle", b.path(), &id];
+    let Some(trace) = straced(&env, "trace=openat,openat2,open", &run) else {
+        return;
+    };
     let config = format!("{}/config.json", b.path());
     let opens: Vec<&str> = trace.lines().filter(|l| l.contains(&config)).collect();
     // `process.terminal` alone, then create's full load; the console fix's load (a
@@ -405,10 +399,6 @@ fn forks_of_first_process(log: &str) -> usize {
 #[test]
 fn run_forks_one_helper_for_all_post_build_fixups() {
     needs_root!();
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("SKIPPED lifecycle: needs strace");
-        return;
-    }
     let env = TestEnv::new();
     // `siloc spec`'s bundle: masked paths (mount_compat) and a read-only cgroup mount
     // (mount_fixups on cgroup v1, propagation-free elsewhere).
@@ -416,20 +406,10 @@ fn run_forks_one_helper_for_all_post_build_fixups() {
     let id = env.id("onehelper");
     // A foreground `run` of `true`: every traced process ends (after a `create`, the
     // waiting init would keep strace -f running).
-    let log = env.dir.path().join("run.strace");
-    let st = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=clone,clone3,fork,vfork", "-o"])
-        .arg(&log)
-        .arg(common::siloc_bin())
-        .arg("--root")
-        .arg(&env.root)
-        .arg("--config")
-        .arg(&env.config)
-        .args(["run", "--bundle", b.path(), &id])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let trace = std::fs::read_to_string(&log).unwrap();
+    let run = ["run", "--bundle", b.path(), &id];
+    let Some(trace) = straced(&env, "trace=clone,clone3,fork,vfork", &run) else {
+        return;
+    };
     // libcontainer's intermediate and one post-build helper (the relay's thread not
     // counted); the masking and the per-mount options forked one helper each (3).
     assert_eq!(forks_of_first_process(&trace), 2, "{trace}");
