@@ -64,9 +64,8 @@ pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
 /// Whether the container's init has a PID namespace other than siloc's (one of its
 /// own, or another container's, which that one's init tears down). Unknown: yes.
 fn has_own_pid_namespace(c: &libcontainer::container::Container) -> bool {
-    use std::os::unix::fs::MetadataExt;
     let Some(pid) = c.pid() else { return true };
-    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let ns = |p: &str| crate::sys::ns::id(p);
     match (ns(&format!("/proc/{pid}/ns/pid")), ns("/proc/self/ns/pid")) {
         (Ok(theirs), Ok(ours)) => theirs != ours,
         _ => true,

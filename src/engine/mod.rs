@@ -303,16 +303,15 @@ pub struct ExecOptions {
 ///
 /// Errors: the namespace file cannot be opened or `setns(2)` fails.
 pub fn join_user_namespace(pid: Pid) -> Result<(), EngineError> {
-    use std::os::unix::fs::MetadataExt;
     let err = |what: &str, e: &dyn std::fmt::Display| {
         EngineError::Lib(LibcontainerError::Other(format!(
             "join the container's user namespace: {what}: {e}"
         )))
     };
     let path = format!("/proc/{pid}/ns/user");
-    let theirs = std::fs::metadata(&path).map_err(|e| err(&path, &e))?;
-    let ours = std::fs::metadata("/proc/self/ns/user").map_err(|e| err("own", &e))?;
-    if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) {
+    let theirs = crate::sys::ns::id(&path).map_err(|e| err(&path, &e))?;
+    let ours = crate::sys::ns::id("/proc/self/ns/user").map_err(|e| err("own", &e))?;
+    if theirs == ours {
         return Ok(());
     }
     let f = std::fs::File::open(&path).map_err(|e| err(&path, &e))?;

@@ -22,9 +22,9 @@
 //!   that were not there before libcontainer ran ([`Baseline`]).
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::sys::ns::id as ns_id;
 use nix::sched::{CloneFlags, unshare};
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
@@ -72,13 +72,6 @@ pub fn spec_mount_ns(spec: &Spec) -> SpecMountNs {
             _ => SpecMountNs::New,
         },
     }
-}
-
-/// (device, inode) of a namespace file (namespaces(7): two processes are in the same
-/// namespace when these are equal).
-fn ns_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    let m = std::fs::metadata(path)?;
-    Ok((m.dev(), m.ino()))
 }
 
 /// Refuses a spec that joins siloc's own mount namespace by path. Runs before anything

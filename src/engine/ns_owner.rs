@@ -57,9 +57,9 @@
 //! namespaces); outer_namespaces refuses them.
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::sys::ns::{NsId, id_of};
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 /// A namespace the container cannot use; the texts are runc 1.1.5's, with what siloc
@@ -125,14 +125,6 @@ pub enum NsOwnerError {
         path: PathBuf,
         msg: String,
     },
-}
-
-/// (device, inode): a namespace's identity (ioctl_ns(2)).
-type NsId = (u64, u64);
-
-fn id_of(f: &File) -> std::io::Result<NsId> {
-    let m = f.metadata()?;
-    Ok((m.dev(), m.ino()))
 }
 
 /// Whether the user namespace `user` (its id) owns the namespace `ns`, or a

@@ -37,9 +37,9 @@
 //! Delete this module when libcontainer joins namespaces before the user namespace.
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::sys::ns::id as ns_id;
 use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
@@ -231,12 +231,6 @@ pub fn check_types(spec: &Spec) -> Result<(), OuterNsError> {
     Ok(())
 }
 
-/// (device, inode) of a namespace file: a namespace's identity (ioctl_ns(2)).
-fn ns_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    let m = std::fs::metadata(path)?;
-    Ok((m.dev(), m.ino()))
-}
-
 /// Takes out of `spec` the namespaces given by path that the container's user
 /// namespace does not own, and returns them in the spec's order. A spec without a
 /// user namespace is left as it is (its namespaces are joined as host root), as is a
@@ -397,10 +391,7 @@ pub fn check_user_ns_sysctls(spec: &Spec) -> Result<(), OuterNsError> {
 /// Whether namespace files `a` and `b` are the same namespace (device and inode);
 /// `false` when either cannot be read.
 fn same_ns(a: &Path, b: &Path) -> bool {
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => false,
-    }
+    matches!((ns_id(a), ns_id(b)), (Ok(x), Ok(y)) if x == y)
 }
 
 /// The value of `io.siloc.namespaces.inherited`: `network=/var/run/netns/x ipc=...`.
@@ -421,8 +412,7 @@ fn owner_of(path: &Path) -> Result<(u64, u64), String> {
         nix::Error::ENOTTY | nix::Error::EINVAL => "not a namespace file".to_string(),
         e => format!("NS_GET_USERNS: {e}"),
     })?;
-    let m = owner.metadata().map_err(|e| e.to_string())?;
-    Ok((m.dev(), m.ino()))
+    crate::sys::ns::id_of(&owner).map_err(|e| e.to_string())
 }
 
 /// siloc's own namespaces while it is in the container's (see [`Opened::enter`]);
@@ -555,7 +545,7 @@ pub fn join_for_exec(pid: i32) -> Result<Vec<&'static str>, OuterNsError> {
         let Ok(id) = ns_id(&p) else {
             continue; // a kernel without this namespace type
         };
-        let own = ns_id(&PathBuf::from(format!("/proc/thread-self/ns/{name}")));
+        let own = ns_id(format!("/proc/thread-self/ns/{name}"));
         if own.is_ok_and(|o| o == id) {
             continue;
         }

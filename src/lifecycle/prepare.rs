@@ -115,7 +115,7 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         // false` pods, podman --uidmap): held in the host pool while the container
         // lives, so no range siloc hands out overlaps them; refused when too wide or
         // overlapping another container's range (userns::idpool_spec). Released by undo.
-        let joined = join_path.as_deref().map(ns_inode);
+        let joined = join_path.as_deref().map(|p| crate::sys::ns::id(p).ok());
         let owns = |root: &Path, id: &str| {
             joined
                 .flatten()
@@ -326,17 +326,11 @@ fn snapshot_dirs(
     Ok((u, w))
 }
 
-/// The (device, inode) of the namespace file at `path` (a `/proc/PID/ns/user` link
-/// is followed to the nsfs inode, as setns(2) opens it); `None` when it cannot be read.
-fn ns_inode(path: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
 /// The user namespace of container `id`'s init (under state root `root`): the
 /// namespace whose range that container holds in the ID pool.
 fn holder_userns(root: &Path, id: &str) -> Option<(u64, u64)> {
     let pid = crate::engine::load_saved(root, id).ok()?.pid()?;
-    ns_inode(&PathBuf::from(format!("/proc/{pid}/ns/user")))
+    crate::sys::ns::id(format!("/proc/{pid}/ns/user")).ok()
 }
 
 /// Refuses at once (before any ID range or mount) a user namespace for a root.path

@@ -103,10 +103,7 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
                 "user" => return true,
                 other => other,
             };
-            let id = |p: &str| {
-                use std::os::unix::fs::MetadataExt;
-                std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-            };
+            let id = |p: &str| siloc::sys::ns::id(p).ok();
             let hosts = id(path).is_some() && id(path) == id(&format!("/proc/self/ns/{own}"));
             if hosts {
                 log::info!("{t} namespace {path} is the host's: inherited, not joined");

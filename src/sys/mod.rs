@@ -16,7 +16,7 @@ pub mod math;
 pub mod mempolicy;
 pub mod mountapi;
 pub mod mountinfo;
-pub(crate) mod ns;
+pub mod ns;
 pub mod oom;
 pub(crate) mod paths;
 pub(crate) mod pidfd;

@@ -2,6 +2,24 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// A namespace's identity: the (device, inode) of its namespace file. Two namespace
+/// files name the same namespace exactly when these are equal (namespaces(7),
+/// ioctl_ns(2)).
+pub type NsId = (u64, u64);
+
+/// The identity of the namespace file at `path` (`/proc/PID/ns/TYPE`, or a bind mount
+/// of one). Errors: stat(2)'s.
+pub fn id(path: impl AsRef<Path>) -> std::io::Result<NsId> {
+    std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
+/// The identity of the open namespace file `ns`. Errors: fstat(2)'s.
+pub fn id_of(ns: &File) -> std::io::Result<NsId> {
+    ns.metadata().map(|m| (m.dev(), m.ino()))
+}
 
 /// The user namespace that owns the namespace `ns` refers to (`NS_GET_USERNS`), as an
 /// open file (compare namespaces by its device and inode). Errors: the ioctl's errno
