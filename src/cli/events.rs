@@ -82,9 +82,14 @@ fn parse_duration(s: &str) -> Result<Interval, String> {
     if !secs.is_finite() {
         return Err(bad());
     }
-    Ok(Interval(
-        (!neg && secs > 0.0).then(|| Duration::from_secs_f64(secs)),
-    ))
+    if neg || secs <= 0.0 {
+        return Ok(Interval(None));
+    }
+    // Go's ParseDuration refuses what overflows its int64 nanoseconds; a Duration
+    // holds more, but not everything an f64 does (1e30s, inf: from_secs_f64 panics).
+    Duration::try_from_secs_f64(secs)
+        .map(|d| Interval(Some(d)))
+        .map_err(|_| bad())
 }
 
 /// runc's `types.Event`.
@@ -232,7 +237,17 @@ mod tests {
         assert_eq!(secs("0s"), None);
         assert_eq!(secs("0"), None);
         assert_eq!(secs("-1s"), None);
-        for bad in ["5x", "", "s", "1..2s", "-"] {
+        // too long for a Duration: refused, not a panic
+        for bad in [
+            "5x",
+            "",
+            "s",
+            "1..2s",
+            "-",
+            "1e30",
+            "99999999999999999999h",
+            "NaN",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
