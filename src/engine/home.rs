@@ -46,15 +46,26 @@ pub fn home_of(passwd: &str, uid: u32) -> Option<&str> {
     })
 }
 
-/// Whether the environment `env` (`KEY=VALUE` strings) lacks a non-empty `HOME`.
-pub fn missing(env: &[String]) -> bool {
-    !env.iter()
-        .any(|kv| kv.strip_prefix("HOME=").is_some_and(|v| !v.is_empty()))
+/// The variable name of environment entry `kv`: the text before its first `=`, or
+/// all of it (libcontainer 0.7 takes an entry without `=` as the name, empty).
+fn key(kv: &str) -> &str {
+    kv.split_once('=').map_or(kv, |(k, _)| k)
 }
 
-/// `env` with `HOME=home`, in place of an empty `HOME=` if it has one.
+/// Whether the environment `env` (`KEY=VALUE` strings) lacks a non-empty `HOME` as the
+/// process gets it: the last entry named `HOME` counts, as in runc (each entry set in
+/// order) and libcontainer 0.7 (a map, the last one kept), which looks an empty one
+/// up through NSS; `["HOME=/x", "HOME="]` lacks one.
+pub fn missing(env: &[String]) -> bool {
+    env.iter()
+        .rev()
+        .find(|kv| key(kv) == "HOME")
+        .is_none_or(|kv| kv.split_once('=').is_none_or(|(_, v)| v.is_empty()))
+}
+
+/// `env` with `HOME=home` in place of every entry named `HOME` it has.
 fn with_home(env: &mut Vec<String>, home: &str) {
-    env.retain(|kv| !kv.starts_with("HOME="));
+    env.retain(|kv| key(kv) != "HOME");
     env.push(format!("HOME={home}"));
 }
 
@@ -190,6 +201,14 @@ mod tests {
         assert!(missing(&["PATH=/bin".into()]));
         assert!(missing(&["HOME=".into()]));
         assert!(!missing(&["HOME=/x".into(), "PATH=/bin".into()]));
+        // the last HOME is the process's: an empty or bare one after a set one is none
+        assert!(missing(&["HOME=/x".into(), "HOME=".into()]));
+        assert!(missing(&["HOME=/x".into(), "HOME".into()]));
+        assert!(!missing(&["HOME=".into(), "HOME=/x".into()]));
+        assert!(!missing(&["HOMEDIR=".into(), "HOME=/x".into()]));
+        let mut env = vec!["HOME=/x".to_string(), "HOME".to_string(), "HOMEX=1".into()];
+        with_home(&mut env, "/root");
+        assert_eq!(env, ["HOMEX=1", "HOME=/root"]);
         let mut env = vec!["HOME=".to_string(), "A=b".to_string()];
         with_home(&mut env, "/root");
         assert_eq!(env, ["A=b", "HOME=/root"]);
