@@ -60,23 +60,42 @@ pub fn write_atomic_mode(path: &Path, body: &[u8], mode: u32) -> Result<(), IoAt
 /// `root`, resolving every component with openat2(2) `RESOLVE_IN_ROOT`, so symlinks and
 /// `..` in the tree stay inside it; at most `limit` bytes are read.
 ///
-/// Errors: the open or read's error (ENOENT for a missing file, ELOOP, ...), EFBIG for a
-/// file past `limit`.
+/// The caller is the host's root, outside the container's device cgroup, LSM profile
+/// and user namespace, and the tree is the container's to shape. So the file is first
+/// opened `O_PATH` (no driver's open runs, nothing is read) and only a regular file
+/// outside procfs and sysfs is opened for reading, through that fd: a device node
+/// there (`mknod` by a container with CAP_MKNOD, or in an image layer) is never opened,
+/// nor a kernel file such as `/proc/kmsg` (its read consumes the kernel log).
+///
+/// Errors: the open or read's error (ENOENT for a missing file, ELOOP, ...), EINVAL for
+/// anything but a regular file on another filesystem, EFBIG for a file past `limit`.
 pub(crate) fn read_in_root(root: &Path, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, SYSFS_MAGIC, fstatfs};
     use std::io::Read;
-    use std::os::fd::FromRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = std::fs::File::open(root)?;
     let rel = path.strip_prefix("/").unwrap_or(path);
     let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT);
-    let fd = openat2(std::os::fd::AsRawFd::as_raw_fd(&dir), rel, how)?;
+    let fd = openat2(dir.as_raw_fd(), rel, how)?;
     // SAFETY: openat2 returned a new fd that nothing else owns.
-    let f = unsafe { std::fs::File::from_raw_fd(fd) };
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    let at = unsafe { std::fs::File::from_raw_fd(fd) };
+    let not_a_file = || std::io::Error::from_raw_os_error(libc::EINVAL);
+    if !at.metadata()?.is_file() {
+        return Err(not_a_file());
     }
+    let fs = fstatfs(&at)?.filesystem_type();
+    if fs == PROC_SUPER_MAGIC || fs == SYSFS_MAGIC {
+        return Err(not_a_file());
+    }
+    // Reopened through the O_PATH fd: the same inode, whatever the tree did since.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))?;
     let mut body = Vec::new();
     f.take(limit + 1).read_to_end(&mut body)?;
     if body.len() as u64 > limit {
@@ -99,5 +118,29 @@ mod tests {
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         let e = write_atomic(&d.path().join("no/such/f"), b"x").unwrap_err();
         assert!(e.to_string().contains("no/such/f"), "{e}");
+    }
+
+    #[test]
+    fn read_in_root_reads_regular_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("etc")).unwrap();
+        std::fs::write(d.path().join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+        let got = read_in_root(d.path(), Path::new("/etc/passwd"), 1 << 20).unwrap();
+        assert_eq!(got, b"root:x:0:0::/root:/bin/sh\n");
+        let einval = |p: &str, root: &Path| {
+            let e = read_in_root(root, Path::new(p), 1 << 20).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{p}: {e}");
+        };
+        // a FIFO, a directory, a device node: never opened for reading
+        nix::unistd::mkfifo(&d.path().join("etc/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        einval("/etc/fifo", d.path());
+        einval("/etc", d.path());
+        einval("/dev/null", Path::new("/"));
+        // kernel files are regular files too, but no container's passwd (a read of
+        // /proc/kmsg consumes the kernel log)
+        einval("/proc/self/status", Path::new("/"));
+        if Path::new("/sys/kernel/uevent_seqnum").exists() {
+            einval("/sys/kernel/uevent_seqnum", Path::new("/"));
+        }
     }
 }
