@@ -194,20 +194,41 @@ impl Journal {
 }
 
 /// Removes the cgroup directories of container `id` that its runtime left (a crash
-/// between create and delete), in every mounted hierarchy; then the parent if empty.
+/// between create and delete, or a delete that returned while the cgroup was still
+/// busy), in every mounted hierarchy. A v1 cgroup stays busy (rmdir EBUSY) until its
+/// killed tasks are released, which a writer in throttled writeback delays: so EBUSY is
+/// retried for up to [`CGROUP_PATIENCE`], then left with a warning.
 pub fn remove_cgroups(id: &str) {
     let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") else {
         return;
     };
     let mut roots: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
     roots.push(PathBuf::from("/sys/fs/cgroup"));
-    for root in roots {
-        let dir = root.join(CGROUP_PARENT).join(id);
-        if dir.is_dir() {
-            let _ = std::fs::remove_dir(&dir);
+    let mut busy: Vec<PathBuf> = roots
+        .into_iter()
+        .map(|root| root.join(CGROUP_PARENT).join(id))
+        .filter(|dir| dir.is_dir())
+        .collect();
+    let end = Instant::now() + CGROUP_PATIENCE;
+    loop {
+        busy.retain(|dir| {
+            std::fs::remove_dir(dir).is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+        });
+        if busy.is_empty() {
+            return;
         }
+        if Instant::now() >= end {
+            for dir in &busy {
+                tracing::warn!(target: "siloc", "cgroup {} still busy; left", dir.display());
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// How long [`remove_cgroups`] retries a busy cgroup.
+const CGROUP_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Removes the empty [`CGROUP_PARENT`] directories (another run may still use one:
 /// then rmdir fails and it stays).
