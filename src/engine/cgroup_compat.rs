@@ -432,6 +432,18 @@ pub fn make_extra(
     Ok(out)
 }
 
+/// The extra cgroup directories listed in `record_dir`, in the order they were made
+/// (parents first); `None` when there is no list.
+pub fn extra_dirs(record_dir: &Path) -> Option<Vec<PathBuf>> {
+    let list = std::fs::read_to_string(record_dir.join(EXTRA_CGROUPS_FILE)).ok()?;
+    Some(
+        list.lines()
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+    )
+}
+
 /// Removes the extra cgroup directories listed in `record_dir` (deepest first);
 /// gone ones are fine. Waits up to `wait` for the last processes to leave the
 /// container's own directories (the deepest of each hierarchy). A parent it made (a
@@ -442,14 +454,9 @@ pub fn make_extra(
 /// Errors: a container's own directory still busy after `wait`.
 pub fn remove_extra(record_dir: &Path, wait: std::time::Duration) -> Result<(), CgroupCompatError> {
     let path = record_dir.join(EXTRA_CGROUPS_FILE);
-    let Ok(list) = std::fs::read_to_string(&path) else {
+    let Some(dirs) = extra_dirs(record_dir) else {
         return Ok(());
     };
-    let dirs: Vec<PathBuf> = list
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(PathBuf::from)
-        .collect();
     let deadline = std::time::Instant::now() + wait;
     for d in dirs.iter().rev() {
         let parent = dirs.iter().any(|o| o != d && o.starts_with(d));

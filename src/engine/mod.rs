@@ -12,6 +12,7 @@ pub(crate) mod exec_ids;
 pub mod exec_seccomp;
 pub mod exec_sockets;
 pub mod exec_view;
+pub mod foreign_procs;
 pub mod frozen_cgroup;
 pub mod home;
 pub mod hooks;

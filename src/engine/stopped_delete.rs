@@ -52,8 +52,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoppedDeleteError + '_ {
 }
 
 /// Deletes `c` when the fast path applies and returns `Some` with the outcome; `None`
-/// when libcontainer's delete must run instead (the caller then calls it).
-pub fn try_delete(c: &Container) -> Option<Result<(), StoppedDeleteError>> {
+/// when libcontainer's delete must run instead (the caller then calls it). `paths` are
+/// the container's v1 cgroup dirs, [`super::v1_subcgroups::dirs_of`].
+pub fn try_delete(c: &Container, paths: &[PathBuf]) -> Option<Result<(), StoppedDeleteError>> {
     if c.status() != ContainerStatus::Stopped
         || c.systemd()
         || c.intel_rdt_dir().is_some()
@@ -76,10 +77,7 @@ pub fn try_delete(c: &Container) -> Option<Result<(), StoppedDeleteError>> {
     {
         return None;
     }
-    let mounts = crate::sys::mountinfo::read(None).ok()?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let paths = cgroup_paths(&mounts, &own, &config.cgroup_path);
-    Some(remove(&paths).and_then(|()| {
+    Some(remove(paths).and_then(|()| {
         crate::lifecycle::test_hooks::crash_point("delete-after-cgroups");
         std::fs::remove_dir_all(&c.root).map_err(io(&c.root))
     }))

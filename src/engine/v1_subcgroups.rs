@@ -41,7 +41,7 @@ pub fn remove_below(dirs: &[PathBuf]) -> Result<(), SubCgroupError> {
     Ok(())
 }
 
-fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, SubCgroupError> {
+pub(super) fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, SubCgroupError> {
     let io = |err| SubCgroupError::Io {
         path: dir.to_path_buf(),
         err,

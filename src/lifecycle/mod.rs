@@ -619,19 +619,24 @@ fn delete_engine(
             crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         }
     }
-    if let Some(dir) = extras
-        && c.refresh_status().is_ok()
-        && c.status() == libcontainer::container::ContainerStatus::Stopped
+    if c.refresh_status().is_ok() && c.status() == libcontainer::container::ContainerStatus::Stopped
     {
-        remove_extras_of_stopped(c, dir, deadline)?;
-    }
-    // A stopped container without poststop hooks on cgroup v1: one mount-table read
-    // instead of libcontainer's one per controller. Any failure there (a cgroup still
-    // busy) leaves the rest to libcontainer's delete and the retries below.
-    if c.refresh_status().is_ok()
-        && let Some(Ok(())) = crate::engine::stopped_delete::try_delete(c)
-    {
-        return Ok(());
+        // Processes in a stopped container's cgroups that are not its own (another
+        // container's cgroup below it) are left alive, as runc leaves them.
+        let dirs = crate::engine::foreign_procs::dirs_of(c);
+        if let Some(busy) = crate::engine::foreign_procs::find(c, &dirs) {
+            return crate::engine::foreign_procs::delete_leaving(c, &dirs, extras, &busy)
+                .map_err(LifecycleError::Other);
+        }
+        if let Some(dir) = extras {
+            remove_extras_of_stopped(c, dir, deadline)?;
+        }
+        // Without poststop hooks on cgroup v1: one mount-table read instead of
+        // libcontainer's one per controller. Any failure there (a cgroup still busy)
+        // leaves the rest to libcontainer's delete and the retries below.
+        if let Some(Ok(())) = crate::engine::stopped_delete::try_delete(c, &dirs) {
+            return Ok(());
+        }
     }
     // libcgroups' v1 manager cannot remove a cgroup with sub-cgroups: siloc removes
     // those first (engine::v1_subcgroups).

@@ -753,18 +753,23 @@ fn pidfd_socket_receives_the_processes_pidfds() {
 
 /// Thaws and removes a v1 freezer cgroup the test made (and what siloc may have made
 /// below it in any hierarchy) when dropped.
-struct FrozenCgroup(String);
+/// A test's cgroup `/<name>` (its `ctr` and `inner` children too), thawed and removed
+/// from every hierarchy when dropped.
+struct TestCgroup(String);
 
-impl Drop for FrozenCgroup {
+impl Drop for TestCgroup {
     fn drop(&mut self) {
         let f = format!("/sys/fs/cgroup/freezer/{}", self.0);
         let _ = std::fs::write(format!("{f}/freezer.state"), "THAWED");
-        if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
-            for h in rd.flatten() {
-                let d = h.path().join(&self.0);
-                let _ = std::fs::remove_dir(d.join("ctr"));
-                let _ = std::fs::remove_dir(&d);
-            }
+        let mut roots: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+            .map(|rd| rd.flatten().map(|h| h.path()).collect())
+            .unwrap_or_default();
+        roots.push("/sys/fs/cgroup".into());
+        for h in roots {
+            let d = h.join(&self.0);
+            let _ = std::fs::remove_dir(d.join("ctr"));
+            let _ = std::fs::remove_dir(d.join("inner"));
+            let _ = std::fs::remove_dir(&d);
         }
     }
 }
@@ -781,7 +786,7 @@ fn create_in_a_frozen_cgroup_fails_instead_of_hanging() {
     let env = TestEnv::new();
     let id = env.id("frozen");
     let name = format!("siloc-test-{id}");
-    let guard = FrozenCgroup(name.clone());
+    let guard = TestCgroup(name.clone());
     let dir = format!("/sys/fs/cgroup/freezer/{name}");
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(format!("{dir}/freezer.state"), "FROZEN").unwrap();
@@ -895,5 +900,40 @@ fn delete_right_after_kill_waits_for_the_dying_init() {
         env.ok(&["delete", &id]);
         drop(c);
     }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+/// `delete` of a stopped container with its own PID namespace leaves alive what its
+/// cgroup still holds: another container's processes, whose cgroupsPath is below it.
+/// runc 1.1.5 kills a cgroup's processes only for a container that shares a PID
+/// namespace; libcontainer's delete killed them (v1 sub-cgroups, v2 cgroup.kill).
+#[test]
+fn delete_leaves_a_container_in_a_cgroup_below_alive() {
+    needs_root!();
+    let env = TestEnv::new();
+    let outer = env.id("outer");
+    let name = format!("siloc-test-{outer}");
+    let _cgroups = TestCgroup(name.clone());
+    let mut a = env.bundle("a", &["true"]);
+    a.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/inner")));
+    let ca = Container::start(&env, &a, &outer);
+    assert!(ca.wait_status("stopped", 10));
+    let inner = env.id("inner");
+    let cb = Container::start(&env, &b, &inner);
+    let pid = env.state(&inner)["pid"].as_i64().unwrap() as i32;
+    let o = env.siloc(&["delete", &outer]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("are not the container's"), "{err}");
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
+        "the inner container's init {pid} was killed by the outer's delete"
+    );
+    assert_eq!(env.state(&inner)["status"], "running");
+    assert!(!env.ok(&["list", "-q"]).contains(&outer));
+    drop(cb);
+    drop(ca);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }

@@ -1,0 +1,199 @@
+//! Processes left in a stopped container's cgroups that are not the container's.
+//!
+//! A container with its own PID namespace loses every process with its init
+//! (pid_namespaces(7)), so what its cgroups still hold once it stopped belongs to
+//! somebody else: another container whose `linux.cgroupsPath` is the same or below
+//! it. runc 1.1.5 kills a container's cgroup only when the container shares a PID
+//! namespace (`destroy` in libcontainer/state_linux.go, `signalAllProcesses`), then
+//! removes the empty cgroups, logs the busy ones and completes the delete.
+//! libcontainer 0.7 kills what the cgroup lists (v1 `cgroup.procs`, v2 `cgroup.kill`:
+//! the whole subtree), and so did siloc's sub-cgroup removal: `delete A` killed a
+//! container whose cgroup was below A's. For that case siloc deletes as runc does,
+//! here; every other delete keeps libcontainer's path.
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+
+/// A cgroup that still holds processes: its directory and their host pids.
+pub type Busy = (PathBuf, Vec<i32>);
+
+/// The cgroups of stopped container `c` (its directory in each hierarchy and every
+/// one below it) that hold processes, when `c` had a PID namespace of its own (a
+/// `pid` entry without `path` in its bundle's config.json); `None` when they hold
+/// none, when `c` shared a PID namespace (its processes outlive its init: killing
+/// them is right), or when the bundle's config cannot be read.
+pub fn find(c: &Container, dirs: &[PathBuf]) -> Option<Vec<Busy>> {
+    let mut busy = Vec::new();
+    for d in dirs.iter().filter(|d| walkable(d)) {
+        collect(d, &mut busy);
+    }
+    (!busy.is_empty() && own_pid_namespace(&c.bundle().join("config.json"))).then_some(busy)
+}
+
+/// Deletes stopped container `c` without killing `busy`: removes every empty cgroup
+/// of `dirs` bottom-up and the empty extra cgroups listed in the record dir `extras`
+/// ([`super::cgroup_compat::extra_dirs`]), runs the poststop
+/// hooks, and removes libcontainer's state directory. The busy cgroups stay, each
+/// named in a warning, as runc's `Failed to remove cgroup` lines.
+///
+/// Errors: a poststop hook's failure; the state directory that cannot be removed.
+pub fn delete_leaving(
+    c: &Container,
+    dirs: &[PathBuf],
+    extras: Option<&Path>,
+    busy: &[Busy],
+) -> Result<(), String> {
+    for (dir, pids) in busy {
+        let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
+        tracing::warn!(
+            target: "siloc",
+            "container {}: cgroup {} kept: its process(es) {} are not the container's (its PID namespace ended with its init) and are not killed, as runc leaves them",
+            c.id(),
+            dir.display(),
+            pids.join(" ")
+        );
+    }
+    for d in dirs.iter().filter(|d| walkable(d)) {
+        remove_empty(d);
+    }
+    // The extra cgroups (hybrid unified, name=systemd): each empty one, deepest first;
+    // one above the other container's stays. Not walked: a pod's shared level is listed.
+    // The list goes with them: what stays is named here, not retried by delete.
+    if let Some(record_dir) = extras {
+        for d in super::cgroup_compat::extra_dirs(record_dir)
+            .iter()
+            .flatten()
+            .rev()
+        {
+            if let Err(e) = std::fs::remove_dir(d)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(target: "siloc", "container {}: cgroup {} kept: {e}", c.id(), d.display());
+            }
+        }
+        let _ = std::fs::remove_file(record_dir.join(super::cgroup_compat::EXTRA_CGROUPS_FILE));
+    }
+    if let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root)
+        && let Some(hooks) = config.hooks.as_ref()
+    {
+        libcontainer::hooks::run_hooks(hooks.poststop().as_ref(), Some(&c.state), None, None, None)
+            .map_err(|e| format!("poststop hook: {e}"))?;
+    }
+    std::fs::remove_dir_all(&c.root).map_err(|e| format!("{}: {e}", c.root.display()))
+}
+
+/// A container's cgroup dir that may be walked: below a hierarchy's root (the root
+/// would be the whole host) and present.
+fn walkable(d: &Path) -> bool {
+    let root = Path::new("/sys/fs/cgroup");
+    d != root && d.parent().is_some_and(|p| p != root) && d.is_dir()
+}
+
+/// Appends `dir` and every cgroup below it that lists processes.
+fn collect(dir: &Path, busy: &mut Vec<Busy>) {
+    let pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    if !pids.is_empty() {
+        busy.push((dir.to_path_buf(), pids));
+    }
+    for child in super::v1_subcgroups::subdirs(dir).unwrap_or_default() {
+        collect(&child, busy);
+    }
+}
+
+/// rmdir(2) of `dir` and every empty cgroup below it, deepest first; busy ones stay.
+fn remove_empty(dir: &Path) {
+    for child in super::v1_subcgroups::subdirs(dir).unwrap_or_default() {
+        remove_empty(&child);
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Whether the config.json at `path` gives the container a PID namespace of its own:
+/// a `pid` entry of `linux.namespaces` without a `path` (runtime-spec config-linux.md
+/// "Namespaces"). An unreadable file counts as not.
+fn own_pid_namespace(path: &Path) -> bool {
+    let Ok(text) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(spec) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return false;
+    };
+    spec["linux"]["namespaces"].as_array().is_some_and(|ns| {
+        ns.iter()
+            .any(|n| n["type"] == "pid" && n["path"].as_str().is_none_or(|p| p.is_empty()))
+    })
+}
+
+/// The cgroup directories of container `c` that [`find`] searches: its v1 ones
+/// (engine::v1_subcgroups), or on a cgroup v2 host its one directory; none with the
+/// systemd driver or when libcontainer's config cannot be read.
+pub fn dirs_of(c: &Container) -> Vec<PathBuf> {
+    let v1 = super::v1_subcgroups::dirs_of(c);
+    if !v1.is_empty()
+        || c.systemd()
+        || !matches!(
+            libcgroups::common::get_cgroup_setup(),
+            Ok(libcgroups::common::CgroupSetup::Unified)
+        )
+    {
+        return v1;
+    }
+    let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root) else {
+        return Vec::new();
+    };
+    let rel = config
+        .cgroup_path
+        .strip_prefix("/")
+        .unwrap_or(&config.cgroup_path);
+    vec![Path::new("/sys/fs/cgroup").join(rel)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_namespace_of_its_own_is_one_without_a_path() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("config.json");
+        let own = |body: &str| {
+            std::fs::write(&f, body).unwrap();
+            own_pid_namespace(&f)
+        };
+        assert!(own(
+            r#"{"linux":{"namespaces":[{"type":"mount"},{"type":"pid"}]}}"#
+        ));
+        assert!(own(
+            r#"{"linux":{"namespaces":[{"type":"pid","path":""}]}}"#
+        ));
+        assert!(!own(
+            r#"{"linux":{"namespaces":[{"type":"pid","path":"/proc/1/ns/pid"}]}}"#
+        ));
+        assert!(!own(r#"{"linux":{"namespaces":[{"type":"mount"}]}}"#));
+        assert!(!own("not json"));
+        assert!(!own_pid_namespace(&t.path().join("missing.json")));
+    }
+
+    #[test]
+    fn empty_cgroups_go_busy_ones_stay() {
+        // Plain directories stand in for cgroups: rmdir fails on a non-empty one as
+        // it does on a busy cgroup.
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("a");
+        std::fs::create_dir_all(top.join("inner/deeper")).unwrap();
+        std::fs::create_dir_all(top.join("empty")).unwrap();
+        std::fs::write(top.join("inner/cgroup.procs"), "42\n").unwrap();
+        let mut busy = Vec::new();
+        collect(&top, &mut busy);
+        assert_eq!(busy, vec![(top.join("inner"), vec![42])]);
+        remove_empty(&top);
+        assert!(!top.join("empty").exists());
+        assert!(!top.join("inner/deeper").exists());
+        assert!(top.join("inner").exists());
+    }
+}
