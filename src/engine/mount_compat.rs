@@ -174,14 +174,27 @@ impl Plan {
     }
 }
 
+/// An earlier mount's destination (resolved, absolute) and, for a bind mount, the host
+/// path its source names ([`super::idmapped_mounts::resolve_source`]): what the
+/// container sees below `dest` once that mount is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Covered {
+    pub dest: PathBuf,
+    pub bind_source: Option<PathBuf>,
+}
+
 /// Resolves `path` (absolute or relative to `/`) inside `rootfs` as runc's securejoin
-/// does: each symlink is followed with `rootfs` as `/`, `..` stops at `/`, a missing
-/// component ends resolution (the rest is kept as written). Below any of `covered`
-/// (earlier mounts' destinations: what the rootfs has there is hidden by then, e.g.
-/// a Debian image's `/dev/shm -> /run/shm` under the `/dev` tmpfs) nothing is
-/// resolved either. Returns the resolved container path (absolute, cleaned). More
-/// than 255 links: the path as written.
-pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[PathBuf]) -> PathBuf {
+/// does against the rootfs as the earlier mounts left it: each symlink is followed
+/// with `rootfs` as `/`, `..` stops at `/`, a missing component ends resolution (the
+/// rest is kept as written). Below an earlier bind mount of `covered` (the latest one
+/// holding the path) components are looked up in its source, so a symlink there is
+/// followed too (runc 1.1.5 mounts each entry before it resolves the next: a
+/// `/vol/link -> /proc/self` in a volume puts `/vol/link/attr` inside /proc). Below
+/// any other earlier mount (what the rootfs has there is hidden, e.g. a Debian image's
+/// `/dev/shm -> /run/shm` under the `/dev` tmpfs, and the mount's content does not
+/// exist yet) nothing is resolved. Returns the resolved container path (absolute,
+/// cleaned). More than 255 links: the path as written.
+pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[Covered]) -> PathBuf {
     let mut out = PathBuf::from("/");
     let mut links = 0;
     // A stack of pending components (reversed), refilled by symlink targets.
@@ -205,14 +218,25 @@ pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[PathBuf]) -> PathB
             continue;
         }
         let next = out.join(&c);
-        if !missing && is_covered(&out, covered) {
+        let host = match covering(&next, covered) {
+            _ if missing => None,
+            None => Some(rootfs.join(next.strip_prefix("/").unwrap_or(&next))),
+            // A mount's root is never a symlink.
+            Some(c) if c.dest == next => {
+                out = next;
+                continue;
+            }
+            Some(Covered {
+                dest,
+                bind_source: Some(src),
+            }) => next.strip_prefix(dest).ok().map(|rest| src.join(rest)),
+            Some(_) => None,
+        };
+        let Some(host) = host else {
             missing = true;
-        }
-        if missing {
             out = next;
             continue;
-        }
-        let host = rootfs.join(next.strip_prefix("/").unwrap_or(&next));
+        };
         match std::fs::symlink_metadata(&host) {
             Ok(m) if m.file_type().is_symlink() => {
                 links += 1;
@@ -238,9 +262,9 @@ pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[PathBuf]) -> PathB
     out
 }
 
-/// Whether `p` is at or below one of `covered`.
-fn is_covered(p: &Path, covered: &[PathBuf]) -> bool {
-    covered.iter().any(|c| p.starts_with(c))
+/// The latest of `covered` that `p` is at or below.
+fn covering<'a>(p: &Path, covered: &'a [Covered]) -> Option<&'a Covered> {
+    covered.iter().rev().find(|c| p.starts_with(&c.dest))
 }
 
 fn has_option(opts: &[String], name: &str) -> bool {
@@ -339,8 +363,8 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
     let mut plan = Plan::default();
     let mut mounts = spec.mounts().clone().unwrap_or_default();
     let given = mounts.clone();
-    // Destinations of the mounts so far: the rootfs is hidden below them.
-    let mut covered: Vec<PathBuf> = Vec::new();
+    // The mounts so far: the rootfs is hidden below them.
+    let mut covered: Vec<Covered> = Vec::new();
     for (index, m) in mounts.iter_mut().enumerate() {
         let written = m.destination().clone();
         if written.is_relative() {
@@ -389,14 +413,24 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
                     atime: false,
                 });
             }
-            covered.push(lexical);
+            covered.push(Covered {
+                dest: lexical,
+                bind_source: None,
+            });
             continue;
         }
         let resolved = resolve_in_root(rootfs, &lexical, &covered);
         // runc's refusals: a missing bind source, anything but procfs at /proc.
         super::mount_refusals::check(&given, index, is_bind(m), rootfs, bundle, &resolved)?;
-        let under_earlier = resolved.parent().is_some_and(|p| is_covered(p, &covered));
-        covered.push(resolved.clone());
+        let under_earlier = resolved
+            .parent()
+            .is_some_and(|p| covering(p, &covered).is_some());
+        covered.push(Covered {
+            dest: resolved.clone(),
+            bind_source: is_bind(m)
+                .then(|| super::idmapped_mounts::resolve_source(&given, index, rootfs, bundle).ok())
+                .flatten(),
+        });
         // `/vol/../x` too: libcontainer 0.7 takes the destination as written (and
         // failed with "failed to prepare rootfs"); runc cleans it first.
         if resolved != written {
@@ -923,10 +957,51 @@ mod tests {
         std::fs::create_dir(r.join("dev")).unwrap();
         std::os::unix::fs::symlink("/run/shm", r.join("dev/shm")).unwrap();
         assert_eq!(res("/dev/shm"), Path::new("/run/shm"));
-        let covered = [PathBuf::from("/dev")];
+        let covered = [Covered {
+            dest: PathBuf::from("/dev"),
+            bind_source: None,
+        }];
         assert_eq!(
             resolve_in_root(r, Path::new("/dev/shm"), &covered),
             Path::new("/dev/shm")
+        );
+    }
+
+    #[test]
+    fn below_an_earlier_bind_its_sources_symlinks_are_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().join("rootfs");
+        let vol = d.path().join("vol");
+        std::fs::create_dir_all(r.join("vol")).unwrap();
+        std::fs::create_dir_all(r.join("proc")).unwrap();
+        std::fs::create_dir_all(vol.join("sub")).unwrap();
+        std::os::unix::fs::symlink("/proc/self", vol.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub", vol.join("rel")).unwrap();
+        // the rootfs's own /vol/link (hidden by the bind) is not what counts
+        std::os::unix::fs::symlink("/elsewhere", r.join("vol/rel")).unwrap();
+        let covered = [
+            Covered {
+                dest: PathBuf::from("/proc"),
+                bind_source: None,
+            },
+            Covered {
+                dest: PathBuf::from("/vol"),
+                bind_source: Some(vol.clone()),
+            },
+        ];
+        let res = |p: &str| resolve_in_root(&r, Path::new(p), &covered);
+        assert_eq!(res("/vol/link/attr"), Path::new("/proc/self/attr"));
+        assert_eq!(res("/vol/rel/x"), Path::new("/vol/sub/x"));
+        assert_eq!(res("/vol/missing/x"), Path::new("/vol/missing/x"));
+        // a later bind inside the first one covers it
+        let mut nested = covered.to_vec();
+        nested.push(Covered {
+            dest: PathBuf::from("/vol/sub"),
+            bind_source: Some(d.path().to_path_buf()),
+        });
+        assert_eq!(
+            resolve_in_root(&r, Path::new("/vol/sub/vol/link"), &nested),
+            Path::new("/proc/self")
         );
     }
 

@@ -51,6 +51,12 @@ fn bad_mounts_are_named_as_runc_names_them() {
     let tmp = env.dir.path().join("host-dir");
     std::fs::create_dir_all(&tmp).unwrap();
     let t = tmp.display().to_string();
+    // A volume whose content points into /proc (CVE-2019-16884's class through a
+    // symlink the container left in it).
+    let vol = env.dir.path().join("vol");
+    std::fs::create_dir_all(&vol).unwrap();
+    std::os::unix::fs::symlink("/proc/self", vol.join("link")).unwrap();
+    let v = vol.display().to_string();
     let rootfs = |name: &str| {
         env.dir
             .path()
@@ -109,6 +115,28 @@ fn bad_mounts_are_named_as_runc_names_them() {
                 "{INIT}error mounting \"{t}\" to rootfs at \"/proc/x\": \"{}/proc/x\" cannot be \
                  mounted because it is inside /proc",
                 rootfs("proc-inside")
+            ),
+        ),
+        (
+            // was: mounted over the init's /proc/1/attr
+            "proc-through-a-volume",
+            Box::new({
+                let (t, v) = (t.clone(), v.clone());
+                move |s| {
+                    add_mount(
+                        s,
+                        json!({"destination": "/vol", "type": "bind", "source": v, "options": ["rbind"]}),
+                    );
+                    add_mount(
+                        s,
+                        json!({"destination": "/vol/link/attr", "type": "bind", "source": t, "options": ["rbind"]}),
+                    )
+                }
+            }),
+            format!(
+                "{INIT}error mounting \"{t}\" to rootfs at \"/vol/link/attr\": \"{}/proc/self/attr\" \
+                 cannot be mounted because it is inside /proc",
+                rootfs("proc-through-a-volume")
             ),
         ),
         (
