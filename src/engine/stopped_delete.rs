@@ -55,7 +55,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoppedDeleteError + '_ {
 /// when libcontainer's delete must run instead (the caller then calls it). `paths` are
 /// the container's v1 cgroup dirs, [`super::v1_subcgroups::dirs_of`].
 pub fn try_delete(c: &Container, paths: &[PathBuf]) -> Option<Result<(), StoppedDeleteError>> {
-    if c.status() != ContainerStatus::Stopped
+    // No dirs: the mount table could not be read, libcontainer's delete finds them.
+    if paths.is_empty()
+        || c.status() != ContainerStatus::Stopped
         || c.systemd()
         || c.intel_rdt_dir().is_some()
         || c.intel_rdt_monitoring_dir().is_some()
