@@ -160,6 +160,13 @@ pub(crate) fn plan(
         // joined namespace's mappings, when the spec repeats them (containerd's CRI
         // does for a pod's app containers; runc checks they match), are the ones to
         // idmap the layers with; without them siloc leaves the IDs alone.
+        if a.contains_key(ann::USERNS_SIZE) {
+            tracing::warn!(
+                "annotation {}: ignored, the spec gives the container's user namespace \
+                 (linux.namespaces, type user)",
+                ann::USERNS_SIZE
+            );
+        }
         if ns.path().is_some() && (l.uid_mappings().is_none() || l.gid_mappings().is_none()) {
             return Ok(UsernsPlan::Host);
         }
@@ -176,6 +183,15 @@ pub(crate) fn plan(
                 ann::USERNS_SIZE,
                 "given, but io.siloc.userns is \"off\"",
             ));
+        }
+        if a.contains_key(ann::USERNS_SIZE) {
+            tracing::warn!(
+                "annotation {}: ignored, the container gets no user namespace of siloc's \
+                 (io.siloc.userns \"auto\" not given, and the host default [userns] default \
+                 is \"{}\")",
+                ann::USERNS_SIZE,
+                cfg.default
+            );
         }
         return Ok(UsernsPlan::Host);
     }

@@ -443,3 +443,40 @@ fn a_userns_size_above_the_cap_is_refused() {
     drop(c);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// `io.siloc.userns.size` where the container gets no user namespace of siloc's (no
+/// `io.siloc.userns: auto` and the host default off, or the spec's own user namespace)
+/// runs with a warning naming the annotation; it used to be ignored in silence.
+#[test]
+fn a_userns_size_without_a_userns_of_siloc_is_a_warning() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut plain = env.bundle("plain", &["true"]);
+    plain.annotate("io.siloc.userns.size", "1000");
+    let (code, _, err) = common::run(&env, &plain, "plain");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "annotation io.siloc.userns.size: ignored, the container gets no user namespace \
+             of siloc's"
+        ),
+        "{err}"
+    );
+    let mut own = env.bundle("own", &["true"]);
+    own.annotate("io.siloc.userns.size", "1000");
+    own.edit(|s| {
+        s["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user"}));
+        s["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 500000, "size": 65536}]);
+        s["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 500000, "size": 65536}]);
+    });
+    let (code, _, err) = common::run(&env, &own, "own");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("annotation io.siloc.userns.size: ignored, the spec gives the container's"),
+        "{err}"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
