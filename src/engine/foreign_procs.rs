@@ -37,7 +37,8 @@ pub fn find(c: &Container, dirs: &[PathBuf]) -> Option<Vec<Busy>> {
 /// hooks, and removes libcontainer's state directory. The busy cgroups stay, each
 /// named in a warning, as runc's `Failed to remove cgroup` lines.
 ///
-/// Errors: a poststop hook's failure; the state directory that cannot be removed.
+/// Errors: the state directory that cannot be removed (a failing poststop hook is
+/// logged, as runc logs it).
 pub fn delete_leaving(
     c: &Container,
     dirs: &[PathBuf],
@@ -61,26 +62,35 @@ pub fn delete_leaving(
     // one above the other container's stays. Not walked: a pod's shared level is listed.
     // The list goes with them: what stays is named here, not retried by delete.
     if let Some(record_dir) = extras {
-        for d in super::cgroup_compat::extra_dirs(record_dir)
-            .iter()
-            .flatten()
-            .rev()
-        {
+        let dirs = super::cgroup_compat::extra_dirs(record_dir).unwrap_or_default();
+        for d in dirs.iter().rev() {
+            // A parent siloc made (a pod's level) is shared: kept without a word.
+            let parent = dirs.iter().any(|o| o != d && o.starts_with(d));
             if let Err(e) = std::fs::remove_dir(d)
                 && e.kind() != std::io::ErrorKind::NotFound
+                && !parent
             {
                 tracing::warn!(target: "siloc", "container {}: cgroup {} kept: {e}", c.id(), d.display());
             }
         }
         let _ = std::fs::remove_file(record_dir.join(super::cgroup_compat::EXTRA_CGROUPS_FILE));
     }
-    if let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root)
-        && let Some(hooks) = config.hooks.as_ref()
+    // The state goes before the hooks run, and a failing hook is logged, as runc 1.1.5
+    // does: a delete that failed on it would run it again at every retry.
+    let config = libcontainer::config::YoukiConfig::load(&c.root).ok();
+    std::fs::remove_dir_all(&c.root).map_err(|e| format!("{}: {e}", c.root.display()))?;
+    if let Some(hooks) = config.as_ref().and_then(|c| c.hooks.as_ref())
+        && let Err(e) = libcontainer::hooks::run_hooks(
+            hooks.poststop().as_ref(),
+            Some(&c.state),
+            None,
+            None,
+            None,
+        )
     {
-        libcontainer::hooks::run_hooks(hooks.poststop().as_ref(), Some(&c.state), None, None, None)
-            .map_err(|e| format!("poststop hook: {e}"))?;
+        tracing::error!("error running poststop hook: {e}");
     }
-    std::fs::remove_dir_all(&c.root).map_err(|e| format!("{}: {e}", c.root.display()))
+    Ok(())
 }
 
 /// A container's cgroup dir that may be walked: below a hierarchy's root (the root

@@ -657,6 +657,14 @@ fn delete_engine(
     }
     match result {
         Ok(()) => Ok(()),
+        // The cgroups are gone; libcontainer returned before removing the state, so
+        // every later delete would run the hook again and fail. runc 1.1.5 removes the
+        // state first, logs the hook's error and exits 0.
+        Err(libcontainer::error::LibcontainerError::Hook(e)) => {
+            tracing::error!("error running poststop hook: {e}");
+            std::fs::remove_dir_all(&c.root)
+                .map_err(|e| LifecycleError::Other(format!("{}: {e}", c.root.display())))
+        }
         Err(libcontainer::error::LibcontainerError::IncorrectStatus(s)) => {
             Err(LifecycleError::Other(format!(
                 "cannot delete container {} that is not stopped: {}",

@@ -63,6 +63,35 @@ fn hooks_run_at_each_point_with_the_state() {
     );
 }
 
+/// A failing poststop hook does not keep a stopped container: `delete` removes its
+/// state, runs the hook once, logs the hook's error and exits 0, as runc 1.1.5. The
+/// state used to stay, and every `delete` (`--force` too) ran the hook and failed.
+#[test]
+fn a_failing_poststop_hook_is_logged_and_the_delete_completes() {
+    needs_root!();
+    let env = TestEnv::new();
+    let ran = env.dir.path().join("poststop-ran");
+    let mut b = env.bundle("b", &["true"]);
+    let hook = format!("echo ran >> {}; exit 3", ran.display());
+    b.edit(|s| s["hooks"] = json!({"poststop": [{"path": "/bin/sh", "args": ["sh", "-c", hook]}]}));
+    let id = env.id("poststop");
+    let c = Container::start(&env, &b, &id);
+    assert!(c.wait_status("stopped", 10));
+    let o = env.siloc(&["delete", &id]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("error running poststop hook"), "{err}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+    assert!(!env.ok(&["list", "-q"]).contains(&id));
+    drop(c);
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "ran\n",
+        "the hook ran again"
+    );
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 #[test]
 fn failing_prestart_hook_fails_create_and_leaves_nothing() {
     needs_root!();
