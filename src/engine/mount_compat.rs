@@ -165,12 +165,19 @@ pub struct Plan {
     pub readonly: Vec<String>,
     /// A `/dev` mount with `ro`.
     pub dev_read_only: bool,
+    /// Mounts whose landing place siloc checks in the init's mount table once made
+    /// ([`super::mount_refusals::check_made`], from siloc: no helper needed).
+    pub proc_watch: super::mount_refusals::ProcWatch,
 }
 
 impl Plan {
     /// Whether there is nothing to do in the container (then no helper is needed).
     pub fn is_empty(&self) -> bool {
-        *self == Plan::default()
+        *self
+            == Plan {
+                proc_watch: self.proc_watch.clone(),
+                ..Plan::default()
+            }
     }
 }
 
@@ -181,6 +188,34 @@ impl Plan {
 pub struct Covered {
     pub dest: PathBuf,
     pub bind_source: Option<PathBuf>,
+    /// Not a bind, and of a type whose content exists before it is mounted (an
+    /// overlay, a disk's filesystem; not tmpfs, proc, sysfs, ...): symlinks there are
+    /// unknown to siloc until libcontainer has mounted it.
+    pub opaque: bool,
+}
+
+/// Mount types whose content is made by the mount (empty, or the kernel's own).
+const MADE_BY_MOUNT: [&str; 8] = [
+    "tmpfs", "proc", "sysfs", "mqueue", "cgroup", "cgroup2", "devpts", "bind",
+];
+
+/// The [`Covered`] entry of spec mount `m` at its resolved destination `dest`.
+fn covered_by(
+    m: &oci_spec::runtime::Mount,
+    index: usize,
+    dest: PathBuf,
+    given: &[oci_spec::runtime::Mount],
+    rootfs: &Path,
+    bundle: &Path,
+) -> Covered {
+    let bind = is_bind(m);
+    Covered {
+        dest,
+        bind_source: bind
+            .then(|| super::idmapped_mounts::resolve_source(given, index, rootfs, bundle).ok())
+            .flatten(),
+        opaque: !bind && !MADE_BY_MOUNT.contains(&m.typ().as_deref().unwrap_or_default()),
+    }
 }
 
 /// Resolves `path` (absolute or relative to `/`) inside `rootfs` as runc's securejoin
@@ -229,6 +264,7 @@ pub fn resolve_in_root(rootfs: &Path, path: &Path, covered: &[Covered]) -> PathB
             Some(Covered {
                 dest,
                 bind_source: Some(src),
+                ..
             }) => next.strip_prefix(dest).ok().map(|rest| src.join(rest)),
             Some(_) => None,
         };
@@ -413,24 +449,44 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
                     atime: false,
                 });
             }
-            covered.push(Covered {
-                dest: lexical,
-                bind_source: None,
-            });
+            if lexical.starts_with("/proc") {
+                plan.proc_watch.allowed.push(lexical.clone());
+            }
+            covered.push(covered_by(m, index, lexical, &given, rootfs, bundle));
             continue;
         }
         let resolved = resolve_in_root(rootfs, &lexical, &covered);
         // runc's refusals: a missing bind source, anything but procfs at /proc.
         super::mount_refusals::check(&given, index, is_bind(m), rootfs, bundle, &resolved)?;
-        let under_earlier = resolved
-            .parent()
-            .is_some_and(|p| covering(p, &covered).is_some());
-        covered.push(Covered {
-            dest: resolved.clone(),
-            bind_source: is_bind(m)
-                .then(|| super::idmapped_mounts::resolve_source(&given, index, rootfs, bundle).ok())
-                .flatten(),
-        });
+        let cover = resolved.parent().and_then(|p| covering(p, &covered));
+        let under_earlier = cover.is_some();
+        // Below an overlay or a disk's filesystem: where it lands is checked once made.
+        if own_mount_ns
+            && cover.is_some_and(|c| c.opaque)
+            && super::mount_refusals::is_checked(m, is_bind(m))
+        {
+            let src = m.source().clone().unwrap_or_default();
+            let shown = if is_bind(m) {
+                crate::sys::paths::clean(&bundle.join(src))
+            } else {
+                src
+            };
+            plan.proc_watch.rootfs = rootfs.display().to_string();
+            plan.proc_watch
+                .unverified
+                .push((shown.display().to_string(), written.display().to_string()));
+        }
+        if resolved.starts_with("/proc") {
+            plan.proc_watch.allowed.push(resolved.clone());
+        }
+        covered.push(covered_by(
+            m,
+            index,
+            resolved.clone(),
+            &given,
+            rootfs,
+            bundle,
+        ));
         // `/vol/../x` too: libcontainer 0.7 takes the destination as written (and
         // failed with "failed to prepare rootfs"); runc cleans it first.
         if resolved != written {
@@ -960,6 +1016,7 @@ mod tests {
         let covered = [Covered {
             dest: PathBuf::from("/dev"),
             bind_source: None,
+            opaque: false,
         }];
         assert_eq!(
             resolve_in_root(r, Path::new("/dev/shm"), &covered),
@@ -983,10 +1040,12 @@ mod tests {
             Covered {
                 dest: PathBuf::from("/proc"),
                 bind_source: None,
+                opaque: false,
             },
             Covered {
                 dest: PathBuf::from("/vol"),
                 bind_source: Some(vol.clone()),
+                opaque: false,
             },
         ];
         let res = |p: &str| resolve_in_root(&r, Path::new(p), &covered);
@@ -998,6 +1057,7 @@ mod tests {
         nested.push(Covered {
             dest: PathBuf::from("/vol/sub"),
             bind_source: Some(d.path().to_path_buf()),
+            opaque: false,
         });
         assert_eq!(
             resolve_in_root(&r, Path::new("/vol/sub/vol/link"), &nested),

@@ -137,6 +137,67 @@ pub fn check(
     }
 }
 
+/// What [`check_made`] checks once libcontainer has made the spec's mounts: needed when
+/// a checked mount's destination lies below an earlier mount whose content siloc cannot
+/// see before it is made (an overlay, a block device's filesystem): a symlink there is
+/// followed when libcontainer mounts, after [`check`] saw the path as written.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ProcWatch {
+    /// The host path of the rootfs, for runc's message.
+    pub rootfs: String,
+    /// Those mounts, as (source as runc shows it, destination as written).
+    pub unverified: Vec<(String, String)>,
+    /// The destinations inside `/proc` the spec's mounts resolved to and passed [`check`].
+    pub allowed: Vec<PathBuf>,
+}
+
+/// Whether mount `m` (`bind` whether it is a bind mount) falls under runc's
+/// `checkProcMount`: binds, and every type but [`UNCHECKED_TYPES`].
+pub fn is_checked(m: &Mount, bind: bool) -> bool {
+    bind || !UNCHECKED_TYPES.contains(&m.typ().as_deref().unwrap_or_default())
+}
+
+/// Checks the mounts libcontainer made (`made`: the container init's mount table, mount
+/// points seen from its root) against runc's `checkProcMount` for the mounts `watch`
+/// lists: nothing inside `/proc` but the destinations that passed [`check`], and only a
+/// procfs at `/proc`. Runs before the container's process starts; the create then
+/// fails and takes the mount namespace with it.
+///
+/// Errors: [`MountRefusal`] in runc's words, naming the mount point where the mount
+/// landed (runc names the path it resolved).
+pub fn check_made(
+    made: &[crate::sys::mountinfo::Mount],
+    watch: &ProcWatch,
+) -> Result<(), MountRefusal> {
+    if watch.unverified.is_empty() {
+        return Ok(());
+    }
+    for m in made {
+        let mp = &m.mount_point;
+        let why = match proc_rule(mp) {
+            ProcRule::Inside if !watch.allowed.contains(mp) => "is inside /proc",
+            ProcRule::Over if m.fs_type != "proc" => "is not of type proc",
+            _ => continue,
+        };
+        // The unverified mount that landed there: the one whose last component it has.
+        let (src, destination) = watch
+            .unverified
+            .iter()
+            .find(|(_, d)| Path::new(d).file_name() == mp.file_name())
+            .unwrap_or(&watch.unverified[0])
+            .clone();
+        return Err(MountRefusal {
+            src,
+            destination,
+            why: format!(
+                "{:?} cannot be mounted because it {why}",
+                format!("{}{}", watch.rootfs, mp.display())
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Where a (resolved, absolute) container destination lies relative to `/proc`.
 #[derive(Debug, PartialEq, Eq)]
 enum ProcRule {
@@ -172,6 +233,49 @@ mod tests {
             .options(opts.iter().map(|o| o.to_string()).collect::<Vec<_>>())
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn made_mounts_inside_proc_are_refused_unless_they_passed() {
+        let made = crate::sys::mountinfo::parse(
+            "20 1 0:5 / / rw - ext4 /dev/vda rw\n\
+             21 20 0:6 / /proc rw - proc proc rw\n\
+             22 21 0:7 / /proc/cpuinfo rw - fuse lxcfs rw\n\
+             23 20 0:8 / /vol ro - overlay overlay ro\n",
+        );
+        let mut watch = ProcWatch {
+            rootfs: "/b/rootfs".into(),
+            unverified: vec![("/h/x".into(), "/vol/link/attr".into())],
+            allowed: Vec::new(),
+        };
+        assert!(check_made(&made, &watch).is_ok());
+        let mut landed = made.clone();
+        landed.extend(crate::sys::mountinfo::parse(
+            "24 21 0:5 /h/x /proc/1/attr rw - ext4 /dev/vda rw\n",
+        ));
+        let e = check_made(&landed, &watch).unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                "error mounting \"/h/x\" to rootfs at \"/vol/link/attr\": \
+                 \"/b/rootfs/proc/1/attr\" cannot be mounted because it is inside /proc"
+            ),
+            "{e}"
+        );
+        // a destination the spec gave (and check passed) is fine
+        watch.allowed.push(PathBuf::from("/proc/1/attr"));
+        assert!(check_made(&landed, &watch).is_ok());
+        // something else over /proc
+        let mut over = made.clone();
+        over.extend(crate::sys::mountinfo::parse(
+            "25 21 0:5 /h/x /proc rw - ext4 /dev/vda rw\n",
+        ));
+        let e = check_made(&over, &watch).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot be mounted because it is not of type proc"),
+            "{e}"
+        );
+        // nothing unverified: nothing to check
+        assert!(check_made(&over, &ProcWatch::default()).is_ok());
     }
 
     #[test]

@@ -69,6 +69,16 @@ pub fn apply(
             ns.iter()
                 .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
         });
+    // Where the mounts below an overlay or a disk's filesystem landed (mount_refusals).
+    if !compat.proc_watch.unverified.is_empty() {
+        let made = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(|e| {
+            PostBuildError::Compat(MountCompatError::Sys(nix::Error::from_raw(
+                e.raw_os_error().unwrap_or(0),
+            )))
+        })?;
+        super::mount_refusals::check_made(&made, &compat.proc_watch)
+            .map_err(MountCompatError::from)?;
+    }
     let cgroups = pidns_cgroup::prepare(cgroups, pid, mounts, userns)?;
     let fixups = mount_fixups::plan(spec, pid, baseline)?;
     if cgroups.is_empty() && compat.is_empty() && fixups.is_empty() {

@@ -57,6 +57,16 @@ fn bad_mounts_are_named_as_runc_names_them() {
     std::fs::create_dir_all(&vol).unwrap();
     std::os::unix::fs::symlink("/proc/self", vol.join("link")).unwrap();
     let v = vol.display().to_string();
+    // The same link in an overlay's lower layer (podman's `-v SRC:DST:O`).
+    let lower = env.dir.path().join("lower");
+    std::fs::create_dir_all(lower.join("a")).unwrap();
+    std::fs::create_dir_all(lower.join("b")).unwrap();
+    std::os::unix::fs::symlink("/proc/self", lower.join("a/link")).unwrap();
+    let lowerdir = format!(
+        "lowerdir={}:{}",
+        lower.join("a").display(),
+        lower.join("b").display()
+    );
     let rootfs = |name: &str| {
         env.dir
             .path()
@@ -137,6 +147,28 @@ fn bad_mounts_are_named_as_runc_names_them() {
                 "{INIT}error mounting \"{t}\" to rootfs at \"/vol/link/attr\": \"{}/proc/self/attr\" \
                  cannot be mounted because it is inside /proc",
                 rootfs("proc-through-a-volume")
+            ),
+        ),
+        (
+            // was: mounted over the init's /proc/1/attr, the overlay's link unseen
+            "proc-through-an-overlay",
+            Box::new({
+                let (t, lowerdir) = (t.clone(), lowerdir.clone());
+                move |s| {
+                    add_mount(
+                        s,
+                        json!({"destination": "/vol", "type": "overlay", "source": "overlay", "options": [lowerdir]}),
+                    );
+                    add_mount(
+                        s,
+                        json!({"destination": "/vol/link/attr", "type": "bind", "source": t, "options": ["rbind"]}),
+                    )
+                }
+            }),
+            format!(
+                "{INIT}error mounting \"{t}\" to rootfs at \"/vol/link/attr\": \"{}/proc/1/attr\" \
+                 cannot be mounted because it is inside /proc",
+                rootfs("proc-through-an-overlay")
             ),
         ),
         (
