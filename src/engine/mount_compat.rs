@@ -188,10 +188,12 @@ impl Plan {
 pub struct Covered {
     pub dest: PathBuf,
     pub bind_source: Option<PathBuf>,
-    /// Not a bind, and of a type whose content exists before it is mounted (an
-    /// overlay, a disk's filesystem; not tmpfs, proc, sysfs, ...): symlinks there are
-    /// unknown to siloc until libcontainer has mounted it.
-    pub opaque: bool,
+    /// The mount brings content made elsewhere (a bind's source, an overlay's layers, a
+    /// disk's filesystem; not tmpfs, proc, sysfs, ...): its symlinks are unknown to
+    /// siloc (not a bind) or can change (a bind's source, shared with others) until
+    /// libcontainer mounts below it, so where such a mount lands is checked in the
+    /// mount table ([`super::mount_refusals::check_made`]).
+    pub has_content: bool,
 }
 
 /// Mount types whose content is made by the mount (empty, or the kernel's own).
@@ -214,7 +216,7 @@ fn covered_by(
         bind_source: bind
             .then(|| super::idmapped_mounts::resolve_source(given, index, rootfs, bundle).ok())
             .flatten(),
-        opaque: !bind && !MADE_BY_MOUNT.contains(&m.typ().as_deref().unwrap_or_default()),
+        has_content: bind || !MADE_BY_MOUNT.contains(&m.typ().as_deref().unwrap_or_default()),
     }
 }
 
@@ -460,9 +462,10 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
         super::mount_refusals::check(&given, index, is_bind(m), rootfs, bundle, &resolved)?;
         let cover = resolved.parent().and_then(|p| covering(p, &covered));
         let under_earlier = cover.is_some();
-        // Below an overlay or a disk's filesystem: where it lands is checked once made.
+        // Below a bind, an overlay or a disk's filesystem: where it lands is checked
+        // once made (the content's links can change until then, or were not seen).
         if own_mount_ns
-            && cover.is_some_and(|c| c.opaque)
+            && cover.is_some_and(|c| c.has_content)
             && super::mount_refusals::is_checked(m, is_bind(m))
         {
             let src = m.source().clone().unwrap_or_default();
@@ -1016,7 +1019,7 @@ mod tests {
         let covered = [Covered {
             dest: PathBuf::from("/dev"),
             bind_source: None,
-            opaque: false,
+            has_content: false,
         }];
         assert_eq!(
             resolve_in_root(r, Path::new("/dev/shm"), &covered),
@@ -1040,12 +1043,12 @@ mod tests {
             Covered {
                 dest: PathBuf::from("/proc"),
                 bind_source: None,
-                opaque: false,
+                has_content: false,
             },
             Covered {
                 dest: PathBuf::from("/vol"),
                 bind_source: Some(vol.clone()),
-                opaque: false,
+                has_content: false,
             },
         ];
         let res = |p: &str| resolve_in_root(&r, Path::new(p), &covered);
@@ -1057,7 +1060,7 @@ mod tests {
         nested.push(Covered {
             dest: PathBuf::from("/vol/sub"),
             bind_source: Some(d.path().to_path_buf()),
-            opaque: false,
+            has_content: false,
         });
         assert_eq!(
             resolve_in_root(&r, Path::new("/vol/sub/vol/link"), &nested),

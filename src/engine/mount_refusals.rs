@@ -138,9 +138,11 @@ pub fn check(
 }
 
 /// What [`check_made`] checks once libcontainer has made the spec's mounts: needed when
-/// a checked mount's destination lies below an earlier mount whose content siloc cannot
-/// see before it is made (an overlay, a block device's filesystem): a symlink there is
-/// followed when libcontainer mounts, after [`check`] saw the path as written.
+/// a checked mount's destination lies below an earlier mount with content from
+/// elsewhere (a bind's source, an overlay, a block device's filesystem): a symlink there
+/// is followed when libcontainer mounts, and [`check`] saw the path as written (not a
+/// bind) or as the source was then (a bind's source can change in between; runc checks
+/// at mount time).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ProcWatch {
     /// The host path of the rootfs, for runc's message.
