@@ -444,6 +444,12 @@ pub fn extra_dirs(record_dir: &Path) -> Option<Vec<PathBuf>> {
     )
 }
 
+/// Whether `d`, one of the extra cgroup directories `dirs`, is a parent siloc made
+/// above the container's own (a pod's level, shared with its other containers).
+pub fn is_shared_parent(dirs: &[PathBuf], d: &Path) -> bool {
+    dirs.iter().any(|o| o != d && o.starts_with(d))
+}
+
 /// Removes the extra cgroup directories listed in `record_dir` (deepest first);
 /// gone ones are fine. Waits up to `wait` for the last processes to leave the
 /// container's own directories (the deepest of each hierarchy). A parent it made (a
@@ -459,7 +465,7 @@ pub fn remove_extra(record_dir: &Path, wait: std::time::Duration) -> Result<(), 
     };
     let deadline = std::time::Instant::now() + wait;
     for d in dirs.iter().rev() {
-        let parent = dirs.iter().any(|o| o != d && o.starts_with(d));
+        let parent = is_shared_parent(&dirs, d);
         loop {
             match std::fs::remove_dir(d) {
                 Ok(()) => break,

@@ -65,7 +65,7 @@ pub fn delete_leaving(
         let dirs = super::cgroup_compat::extra_dirs(record_dir).unwrap_or_default();
         for d in dirs.iter().rev() {
             // A parent siloc made (a pod's level) is shared: kept without a word.
-            let parent = dirs.iter().any(|o| o != d && o.starts_with(d));
+            let parent = super::cgroup_compat::is_shared_parent(&dirs, d);
             if let Err(e) = std::fs::remove_dir(d)
                 && e.kind() != std::io::ErrorKind::NotFound
                 && !parent

@@ -468,12 +468,7 @@ pub fn prepare(spec: &mut Spec, rootfs: &Path, bundle: &Path) -> Result<Plan, Mo
             && cover.is_some_and(|c| c.has_content)
             && super::mount_refusals::is_checked(m, is_bind(m))
         {
-            let src = m.source().clone().unwrap_or_default();
-            let shown = if is_bind(m) {
-                crate::sys::paths::clean(&bundle.join(src))
-            } else {
-                src
-            };
+            let shown = super::mount_refusals::shown_source(m, is_bind(m), bundle);
             plan.proc_watch.rootfs = rootfs.display().to_string();
             plan.proc_watch
                 .unverified

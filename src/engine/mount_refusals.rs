@@ -78,13 +78,7 @@ pub fn check(
     };
     let given = m.source().clone().unwrap_or_default();
     let typ = m.typ().as_deref().unwrap_or_default();
-    // runc makes a bind's relative source absolute against the bundle, and keeps
-    // another type's source as written.
-    let shown = if bind {
-        crate::sys::paths::clean(&bundle.join(&given))
-    } else {
-        given.clone()
-    };
+    let shown = shown_source(m, bind, bundle);
     let refuse = |why: String| MountRefusal {
         src: shown.display().to_string(),
         destination: m.destination().display().to_string(),
@@ -134,6 +128,17 @@ pub fn check(
                 ))),
             }
         }
+    }
+}
+
+/// Mount `m`'s source as runc's messages show it: a bind's relative source made
+/// absolute against `bundle` (and cleaned), another type's as written.
+pub fn shown_source(m: &Mount, bind: bool, bundle: &Path) -> PathBuf {
+    let given = m.source().clone().unwrap_or_default();
+    if bind {
+        crate::sys::paths::clean(&bundle.join(&given))
+    } else {
+        given
     }
 }
 

@@ -69,13 +69,12 @@ pub fn apply(
             ns.iter()
                 .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
         });
-    // Where the mounts below an overlay or a disk's filesystem landed (mount_refusals).
+    let sys = |e: nix::Error| PostBuildError::Compat(MountCompatError::Sys(e));
+    let io = |e: std::io::Error| sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)));
+    // Where the mounts below a bind, an overlay or a disk's filesystem landed
+    // (mount_refusals::check_made).
     if !compat.proc_watch.unverified.is_empty() {
-        let made = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(|e| {
-            PostBuildError::Compat(MountCompatError::Sys(nix::Error::from_raw(
-                e.raw_os_error().unwrap_or(0),
-            )))
-        })?;
+        let made = crate::sys::mountinfo::read(Some(pid.as_raw())).map_err(io)?;
         super::mount_refusals::check_made(&made, &compat.proc_watch)
             .map_err(MountCompatError::from)?;
     }
@@ -84,8 +83,6 @@ pub fn apply(
     if cgroups.is_empty() && compat.is_empty() && fixups.is_empty() {
         return Ok(());
     }
-    let sys = |e: nix::Error| PostBuildError::Compat(MountCompatError::Sys(e));
-    let io = |e: std::io::Error| sys(nix::Error::from_raw(e.raw_os_error().unwrap_or(0)));
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(io)?;
     let root = std::fs::File::open(format!("/proc/{pid}/root")).map_err(io)?;
     let init = mount_compat::ns_pid(pid);
