@@ -11,7 +11,10 @@
 //!   runtime waits for the exit.
 //!
 //! Runtimes take turns within each round so that load on the machine spreads over all
-//! of them. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
+//! of them, and the turn order rotates from round to round ([`turns`]): a runtime's
+//! first `cgroup.procs` write waits for an RCU grace period unless another write came
+//! less than about one grace period before (kernel/rcu/sync.c), so a fixed order
+//! would hand that wait to whichever runtime always follows the slowest one. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
 //! the runtime process and the children it reaped (what `/usr/bin/time -v` reports),
 //! and whose `ru_utime + ru_stime` is the CPU time of the same processes (`run` and
 //! `parallel` report it: on a saturated host wall time follows CPU time, and CPU time
@@ -318,6 +321,12 @@ fn make_bundle(dir: &Path, siloc: &Path) {
     std::fs::write(&p, serde_json::to_vec_pretty(&spec).expect("json")).expect("write");
 }
 
+/// The order in which the runtimes take their turn in round `round`: `0..n` rotated
+/// by the round number, so each runtime follows each other one equally often.
+fn turns(n: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |j| (round + j) % n)
+}
+
 fn mib(kib: i64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -350,7 +359,8 @@ fn bench_lifecycle(args: &Args, rts: &[Runtime], bundle: &Path, work: &Path, b: 
     }
     let t0 = Instant::now();
     for i in 0..args.n {
-        for (k, r) in rts.iter().enumerate() {
+        for k in turns(rts.len(), i) {
+            let r = &rts[k];
             match r.lifecycle(bundle, &format!("bench-{}-{i}", r.name), &pid_file, b) {
                 Some(s) => samples[k].push(s),
                 None => failures[k] += 1,
@@ -412,7 +422,8 @@ fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     }
     let t0 = Instant::now();
     for i in 0..args.n {
-        for (k, r) in rts.iter().enumerate() {
+        for k in turns(rts.len(), i) {
+            let r = &rts[k];
             match r.run_fg(bundle, &format!("run-{}-{i}", r.name), b) {
                 Some((d, m, c)) => {
                     times[k].push(d);
@@ -462,7 +473,8 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut failures = vec![0usize; rts.len()];
     for i in 0..batches {
-        for (k, r) in rts.iter().enumerate() {
+        for k in turns(rts.len(), i) {
+            let r = &rts[k];
             let (d, f, c) = r.batch(
                 bundle,
                 &format!("par-{}-{i}", r.name),
@@ -552,7 +564,8 @@ fn bench_exec(args: &Args, rts: &[Runtime], work: &Path, b: &Bench) {
     }
     let t0 = Instant::now();
     for i in 0..args.n {
-        for (k, id) in &live {
+        for j in turns(live.len(), i) {
+            let (k, id) = &live[j];
             let t = Instant::now();
             let (ok, m, c) = rts[*k].cmd_cpu(&["exec", id, "true"], &b.dog, b.timeout);
             let d = t.elapsed();
