@@ -21,6 +21,14 @@
 //! varies much less with the load than wall time does).
 //! A command that takes longer than `--timeout` counts as hung and is killed. Prints
 //! per-mode medians and siloc's ratio to each peer.
+//!
+//! `--cgroup-window` sets the state each timed `create`, foreground `run` and `exec`
+//! starts from (not for `parallel`, whose runs overlap), so that no runtime's figure
+//! depends on what the one before it did: `open` (the benchmark moves itself into its
+//! own cgroup, a no-op move, just before the command, so the command's moves find the
+//! window open: the runtime's own work), `idle` (it waits 100 ms first, so every
+//! runtime's first move waits for a grace period: a node where nothing else moves
+//! processes between cgroups), or `as-is` (back to back, as before).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,7 +72,27 @@ struct Args {
     /// Parent of the work directory (bundle and state roots)
     #[arg(long, default_value = "/var/tmp")]
     workdir: PathBuf,
+    /// The cgroup rwsem's state before each timed command: open, idle, as-is
+    /// (module doc)
+    #[arg(long, value_enum, default_value = "as-is")]
+    cgroup_window: Window,
 }
+
+/// What the benchmark does before each timed `create`, `run` and `exec`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum Window {
+    /// A no-op move of the benchmark into its own cgroup: the command's moves do not
+    /// wait for a grace period.
+    Open,
+    /// A pause of [`IDLE_GAP`]: the command's first move waits for a grace period.
+    Idle,
+    /// Nothing: back to back.
+    AsIs,
+}
+
+/// Longer than two grace periods on the hosts measured (10-25 ms each): the kernel's
+/// `rcu_sync` is idle again after one or two grace periods without a writer.
+const IDLE_GAP: Duration = Duration::from_millis(100);
 
 /// Per-phase durations and peak RSS of one lifecycle.
 #[derive(Default, Clone, Copy)]
@@ -197,6 +225,7 @@ impl Runtime {
     fn lifecycle(&self, bundle: &Path, id: &str, pid_file: &Path, b: &Bench) -> Option<Sample> {
         let bs = bundle.to_str()?;
         let p = pid_file.to_str()?;
+        b.set_window();
         let t0 = Instant::now();
         let (ok, rss_c) = self.cmd(
             &["create", "--bundle", bs, "--pid-file", p, id],
@@ -236,6 +265,21 @@ impl Runtime {
 
     /// A foreground `run`; returns its time, ru_maxrss and CPU time.
     fn run_fg(&self, bundle: &Path, id: &str, b: &Bench) -> Option<(Duration, i64, Duration)> {
+        self.run_fg_from(bundle, id, b, true)
+    }
+
+    /// [`Runtime::run_fg`], with or without [`Bench::set_window`] first (not within a
+    /// `parallel` batch).
+    fn run_fg_from(
+        &self,
+        bundle: &Path,
+        id: &str,
+        b: &Bench,
+        window: bool,
+    ) -> Option<(Duration, i64, Duration)> {
+        if window {
+            b.set_window();
+        }
         let t0 = Instant::now();
         let (ok, rss, cpu) = self.cmd_cpu(
             &["run", "--bundle", bundle.to_str()?, id],
@@ -272,7 +316,7 @@ impl Runtime {
                         if i >= runs {
                             break;
                         }
-                        match self.run_fg(bundle, &format!("{tag}-{i}"), b) {
+                        match self.run_fg_from(bundle, &format!("{tag}-{i}"), b, false) {
                             Some((_, _, cpu)) => {
                                 cpu_us.fetch_add(cpu.as_micros() as usize, Ordering::Relaxed);
                             }
@@ -296,6 +340,37 @@ impl Runtime {
 struct Bench {
     dog: Arc<Watchdog>,
     timeout: Duration,
+    window: Window,
+    /// The benchmark's own `cgroup.procs` in the unified hierarchy, for `open`.
+    own_procs: Option<PathBuf>,
+}
+
+impl Bench {
+    /// Brings the cgroup rwsem into the state `--cgroup-window` asks for (module doc).
+    fn set_window(&self) {
+        match self.window {
+            Window::AsIs => {}
+            Window::Idle => std::thread::sleep(IDLE_GAP),
+            Window::Open => {
+                if let Some(p) = &self.own_procs {
+                    let _ = std::fs::write(p, std::process::id().to_string());
+                }
+            }
+        }
+    }
+}
+
+/// The `cgroup.procs` of this process's cgroup in the unified hierarchy (`0::PATH` of
+/// /proc/self/cgroup, under /sys/fs/cgroup/unified on a hybrid host or /sys/fs/cgroup);
+/// the cgroup rwsem is one for all hierarchies.
+fn own_unified_procs() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let rel = rel.strip_prefix('/')?;
+    ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .map(|m| Path::new(m).join(rel).join("cgroup.procs"))
+        .find(|p| p.is_file())
 }
 
 fn make_bundle(dir: &Path, siloc: &Path) {
@@ -566,6 +641,7 @@ fn bench_exec(args: &Args, rts: &[Runtime], work: &Path, b: &Bench) {
     for i in 0..args.n {
         for j in turns(live.len(), i) {
             let (k, id) = &live[j];
+            b.set_window();
             let t = Instant::now();
             let (ok, m, c) = rts[*k].cmd_cpu(&["exec", id, "true"], &b.dog, b.timeout);
             let d = t.elapsed();
@@ -655,9 +731,19 @@ fn main() {
             None => println!("note: {peer} is not installed; skipped"),
         }
     }
+    let own_procs = own_unified_procs();
+    if args.cgroup_window == Window::Open && own_procs.is_none() {
+        println!("note: no unified cgroup hierarchy here; --cgroup-window open does nothing");
+    }
+    println!(
+        "cgroup window before each timed command: {:?}",
+        args.cgroup_window
+    );
     let b = Bench {
         dog: Arc::new(Watchdog::default()),
         timeout: Duration::from_secs(args.timeout),
+        window: args.cgroup_window,
+        own_procs,
     };
     b.dog.start();
     for m in &args.modes {
