@@ -72,8 +72,10 @@ struct Args {
     /// Parent of the work directory (bundle and state roots)
     #[arg(long, default_value = "/var/tmp")]
     workdir: PathBuf,
-    /// The cgroup rwsem's state before each timed command: open, idle, as-is
-    /// (module doc)
+    /// What each timed create, run and exec starts from (not parallel): open (a no-op
+    /// cgroup move just before: no runtime waits for the kernel's RCU grace period),
+    /// idle (a 100 ms pause: each runtime's first cgroup move waits once), as-is (back
+    /// to back)
     #[arg(long, value_enum, default_value = "as-is")]
     cgroup_window: Window,
 }
@@ -81,12 +83,11 @@ struct Args {
 /// What the benchmark does before each timed `create`, `run` and `exec`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
 enum Window {
-    /// A no-op move of the benchmark into its own cgroup: the command's moves do not
-    /// wait for a grace period.
+    /// a no-op cgroup move of the benchmark just before: no runtime waits
     Open,
-    /// A pause of [`IDLE_GAP`]: the command's first move waits for a grace period.
+    /// a 100 ms pause first: each runtime's first cgroup move waits once
     Idle,
-    /// Nothing: back to back.
+    /// nothing: back to back
     AsIs,
 }
 
@@ -735,10 +736,12 @@ fn main() {
     if args.cgroup_window == Window::Open && own_procs.is_none() {
         println!("note: no unified cgroup hierarchy here; --cgroup-window open does nothing");
     }
-    println!(
-        "cgroup window before each timed command: {:?}",
-        args.cgroup_window
-    );
+    if let Some(v) = clap::ValueEnum::to_possible_value(&args.cgroup_window) {
+        println!(
+            "--cgroup-window {} (timed create, run and exec)",
+            v.get_name()
+        );
+    }
     let b = Bench {
         dog: Arc::new(Watchdog::default()),
         timeout: Duration::from_secs(args.timeout),
