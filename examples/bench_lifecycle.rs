@@ -14,8 +14,9 @@
 //! of them, and the turn order rotates from round to round ([`turns`]): a runtime's
 //! first `cgroup.procs` write waits for an RCU grace period unless another write came
 //! less than about one grace period before (kernel/rcu/sync.c), so a fixed order
-//! would hand that wait to whichever runtime always follows the slowest one. Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of
-//! the runtime process and the children it reaped (what `/usr/bin/time -v` reports),
+//! would hand that wait to whichever runtime always follows the slowest one.
+//! Every command is reaped with wait4(2), whose `ru_maxrss` is the peak RSS of the
+//! runtime process and the children it reaped (what `/usr/bin/time -v` reports),
 //! and whose `ru_utime + ru_stime` is the CPU time of the same processes (`run` and
 //! `parallel` report it: on a saturated host wall time follows CPU time, and CPU time
 //! varies much less with the load than wall time does).
