@@ -362,17 +362,20 @@ impl Bench {
     }
 }
 
-/// The `cgroup.procs` of this process's cgroup in the unified hierarchy (`0::PATH` of
-/// /proc/self/cgroup, under /sys/fs/cgroup/unified on a hybrid host or /sys/fs/cgroup);
-/// the cgroup rwsem is one for all hierarchies.
+/// The `cgroup.procs` of this process's cgroup in the host's cgroup2 hierarchy, found
+/// as siloc finds it (sys::cgroup: the mount table, then the `0::` line of
+/// /proc/self/cgroup); the cgroup rwsem is one for all hierarchies.
 fn own_unified_procs() -> Option<PathBuf> {
+    use siloc::sys::cgroup::{hierarchies, path_in};
+    let mounts = siloc::sys::mountinfo::read(None).ok()?;
+    let v2 = hierarchies(&mounts).into_iter().find(|h| h.v2)?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let rel = rel.strip_prefix('/')?;
-    ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-        .iter()
-        .map(|m| Path::new(m).join(rel).join("cgroup.procs"))
-        .find(|p| p.is_file())
+    let rel = path_in(&own, &v2)?;
+    let p = v2
+        .mount_point
+        .join(rel.trim_start_matches('/'))
+        .join("cgroup.procs");
+    p.is_file().then_some(p)
 }
 
 fn make_bundle(dir: &Path, siloc: &Path) {
