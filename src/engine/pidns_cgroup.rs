@@ -297,7 +297,8 @@ pub fn prepare(
     let mounts = match mounts {
         Some(m) => m,
         None => {
-            read_mounts = crate::sys::mountinfo::parse(&read("/proc/self/mountinfo".into())?);
+            read_mounts =
+                crate::sys::mountinfo::parse_cgroups(&read("/proc/self/mountinfo".into())?);
             &read_mounts
         }
     };

@@ -491,8 +491,7 @@ fn idmapped_at_or_below(mounts: &[Mount], path: &Path) -> Option<PathBuf> {
 
 /// The topmost mount at `target` in this mount namespace, if any.
 pub(crate) fn mount_at(target: &Path) -> Option<Mount> {
-    let mounts = mountinfo::read(None).ok()?;
-    mountinfo::top_at(&mounts, target).cloned()
+    mountinfo::read_at(target).ok()?.pop()
 }
 
 /// Detaches the mount at `target`: a plain unmount, lazily (MNT_DETACH) when busy.

@@ -75,21 +75,80 @@ fn convert(m: MountInfo) -> Mount {
 
 /// Parses mountinfo text, in table order; lines procfs cannot read are skipped.
 pub(crate) fn parse(text: &str) -> Vec<Mount> {
+    parse_where(text, |_, _| true)
+}
+
+/// [`parse`] of only the lines `keep(mount point, filesystem type)` accepts, both
+/// taken from the line as written (the mount point still escaped) without parsing
+/// the rest: procfs' parse of a line (two option maps, the strings unescaped) is
+/// paid for the lines a caller needs only. A line without the ` - ` separator is skipped.
+fn parse_where(text: &str, keep: impl Fn(&str, &str) -> bool) -> Vec<Mount> {
     text.lines()
+        .filter(|l| quick_fields(l).is_some_and(|(mp, fs)| keep(mp, fs)))
         .filter_map(|l| MountInfo::from_line(l).ok())
         .map(convert)
         .collect()
+}
+
+/// A line's mount point (field 5, escaped) and filesystem type (the first field after
+/// the ` - ` that ends the optional fields; proc(5)). The kernel escapes spaces in
+/// paths (`\040`), so the single spaces split the fields.
+fn quick_fields(line: &str) -> Option<(&str, &str)> {
+    let mount_point = line.split(' ').nth(4)?;
+    let (_, after) = line.split_once(" - ")?;
+    Some((mount_point, after.split(' ').next()?))
+}
+
+/// The mounts cgroup code reads ([`crate::sys::cgroup::hierarchies`] and
+/// [`top_at`] one of their mount points): every `cgroup` and `cgroup2` mount, and
+/// any other mount stacked at one of their mount points. On a Kubernetes node the
+/// table is mostly the pods' mounts (kubelet's volume tmpfs and binds, the snapshot
+/// overlays of other runtimes' containers, each listing its lowerdirs, network
+/// namespace binds), which this skips unparsed; `create`, `exec`, `delete`, `pause`,
+/// `update`, `events` and the OOM watch read the hierarchies this way.
+pub(crate) fn parse_cgroups(text: &str) -> Vec<Mount> {
+    let is_cgroup = |fs: &str| fs == "cgroup" || fs == "cgroup2";
+    let points: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(quick_fields)
+        .filter(|(_, fs)| is_cgroup(fs))
+        .map(|(mp, _)| mp)
+        .collect();
+    parse_where(text, |mp, fs| is_cgroup(fs) || points.contains(mp))
 }
 
 /// Reads the mount table of process `pid`, or of this process for `None`.
 ///
 /// Errors: reading `/proc/.../mountinfo`.
 pub fn read(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
+    Ok(parse(&read_text(pid)?))
+}
+
+/// [`read`], keeping the mounts [`parse_cgroups`] keeps.
+///
+/// Errors: reading `/proc/.../mountinfo`.
+pub fn read_cgroups(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
+    Ok(parse_cgroups(&read_text(pid)?))
+}
+
+/// This process's mounts at `target` (unescaped path), in table order.
+///
+/// Errors: reading `/proc/self/mountinfo`.
+pub(crate) fn read_at(target: &Path) -> std::io::Result<Vec<Mount>> {
+    Ok(parse_at(&read_text(None)?, target))
+}
+
+/// The mounts of mountinfo text whose mount point is `target`, in table order.
+fn parse_at(text: &str, target: &Path) -> Vec<Mount> {
+    parse_where(text, |mp, _| Path::new(&unescape(mp)) == target)
+}
+
+fn read_text(pid: Option<i32>) -> std::io::Result<String> {
     let path = match pid {
         Some(p) => format!("/proc/{p}/mountinfo"),
         None => "/proc/self/mountinfo".to_string(),
     };
-    Ok(parse(&std::fs::read_to_string(path)?))
+    std::fs::read_to_string(path)
 }
 
 /// The topmost (last) mount whose mount point is `target`.
@@ -111,7 +170,7 @@ pub(crate) fn holder<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> 
 
 /// Whether `p` is a mount point in this process's mount table.
 pub(crate) fn is_mount_point(p: &Path) -> bool {
-    read(None).is_ok_and(|ms| ms.iter().any(|m| m.mount_point == p))
+    read_at(p).is_ok_and(|ms| !ms.is_empty())
 }
 
 #[cfg(test)]
@@ -137,6 +196,57 @@ mod tests {
         assert!(top_at(&ms, Path::new("/nope")).is_none());
         assert_eq!(unescape("a\\134b\\011c"), "a\\b\tc");
         assert_eq!(unescape("trailing\\04"), "trailing\\04");
+    }
+
+    #[test]
+    fn the_cgroup_view_keeps_hierarchies_and_what_is_stacked_on_them() {
+        let mi = format!(
+            "{MI}\
+93 27 0:52 / /sys/fs/cgroup/unified rw shared:10 - cgroup2 cgroup2 rw,nsdelegate
+94 92 0:53 / /sys/fs/cgroup/pids rw - tmpfs tmpfs rw
+95 27 0:54 / /sys/fs/cgroup/pidsx rw - tmpfs tmpfs rw
+broken line without the separator
+"
+        );
+        let ms = parse_cgroups(&mi);
+        let points: Vec<_> = ms
+            .iter()
+            .map(|m| (m.mount_point.to_str().unwrap(), m.fs_type.as_str()))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                ("/sys/fs/cgroup/pids", "cgroup"),
+                ("/sys/fs/cgroup/unified", "cgroup2"),
+                ("/sys/fs/cgroup/pids", "tmpfs"),
+            ]
+        );
+        // the same hierarchies, and the same mount on top, as from the whole table
+        let all = parse(&mi);
+        assert_eq!(
+            crate::sys::cgroup::hierarchies(&ms),
+            crate::sys::cgroup::hierarchies(&all)
+        );
+        let at = Path::new("/sys/fs/cgroup/pids");
+        assert_eq!(top_at(&ms, at), top_at(&all, at));
+        assert!(parse_cgroups(MI.lines().next().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn the_mounts_at_a_path_are_its_stack() {
+        let at = parse_at(MI, Path::new("/b x"));
+        let types: Vec<_> = at.iter().map(|m| m.fs_type.as_str()).collect();
+        assert_eq!(types, ["overlay", "ext4"]);
+        assert!(parse_at(MI, Path::new("/b")).is_empty());
+        assert!(is_mount_point(Path::new("/proc")) && !is_mount_point(Path::new("/proc/self")));
+    }
+
+    #[test]
+    fn quick_fields_read_the_line_as_written() {
+        let l = "92 27 0:51 / /a\\040b rw shared:9 master:2 - cgroup cgroup rw,pids";
+        assert_eq!(quick_fields(l), Some(("/a\\040b", "cgroup")));
+        assert_eq!(quick_fields("1 2 3 4 /x rw"), None);
+        assert_eq!(quick_fields("1 2 - ext4"), None);
     }
 
     #[test]
