@@ -30,6 +30,9 @@
 //! window open: the runtime's own work), `idle` (it waits 100 ms first, so every
 //! runtime's first move waits for a grace period: a node where nothing else moves
 //! processes between cgroups), or `as-is` (back to back, as before).
+//!
+//! `--pod-mounts N` runs every runtime under the mount table of a node with N pods
+//! ([`pod_mounts`]): each `/proc/self/mountinfo` read then costs what it costs there.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+mod pod_mounts;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -79,6 +84,11 @@ struct Args {
     /// to back)
     #[arg(long, value_enum, default_value = "as-is")]
     cgroup_window: Window,
+    /// The host mount table of a Kubernetes node with this many pods (5 mounts each:
+    /// rootfs overlay, 3 volumes, /dev/shm), made in the benchmark's own mount
+    /// namespace for every runtime alike; 0: the host's table as it is
+    #[arg(long, default_value_t = 0)]
+    pod_mounts: usize,
 }
 
 /// What the benchmark does before each timed `create`, `run` and `exec`.
@@ -717,6 +727,18 @@ fn main() {
         .prefix("siloc-bench-lifecycle-")
         .tempdir_in(&args.workdir)
         .expect("work dir");
+    // Before any thread starts: a process with threads cannot unshare its mount
+    // namespace. Declared after `work`, so it is dropped (detached) before it.
+    let _pods = (args.pod_mounts > 0).then(|| {
+        let m = pod_mounts::make(&work.path().join("pods"), args.pod_mounts);
+        println!(
+            "--pod-mounts {}: mountinfo has {} lines, {} KiB",
+            args.pod_mounts,
+            m.lines,
+            m.bytes / 1024
+        );
+        m
+    });
     let bundle = work.path().join("bundle");
     make_bundle(&bundle, &args.siloc);
     make_sleep_bundle(&bundle, &work.path().join("bundle-sleep"));
