@@ -543,7 +543,7 @@ impl Source {
     /// table; a controller it is not in reads as runc reads a missing one: zero).
     pub(crate) fn new(manager: AnyCgroupManager, pid: Option<i32>) -> Source {
         let v1 = matches!(manager, AnyCgroupManager::V1(_)).then(|| {
-            let mounts = crate::sys::mountinfo::read_cgroups(None).unwrap_or_default();
+            let mounts = crate::sys::cgroup_mounts::read().unwrap_or_default();
             let dir = |ctl| pid.and_then(|p| crate::sys::cgroup::v1_dir_of(&mounts, p, ctl));
             V1Dirs {
                 cpuset: dir("cpuset"),

@@ -197,7 +197,7 @@ impl Join {
         let Some(init) = init else {
             return Ok(j);
         };
-        let mounts = crate::sys::mountinfo::read_cgroups(None).unwrap_or_default();
+        let mounts = crate::sys::cgroup_mounts::read().unwrap_or_default();
         let all = hierarchies(&mounts);
         let init_cg = std::fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap_or_default();
         let t = targets(&all, &init_cg, &subs)?;

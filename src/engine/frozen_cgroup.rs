@@ -107,7 +107,7 @@ impl Freezer {
             crate::sys::cgroup::v2_dir_of(root, pid.as_raw())?
         } else {
             v1_dir(root, &procs, || {
-                crate::sys::mountinfo::read_cgroups(None).unwrap_or_default()
+                crate::sys::cgroup_mounts::read().unwrap_or_default()
             })?
         };
         Some(Freezer { dir, v2 })

@@ -225,7 +225,8 @@ pub fn in_container(fixups: &Fixups) -> Result<(), (usize, nix::Error)> {
         .enumerate()
         .try_for_each(|(i, (dest, option, f))| {
             if let Some(a) = &fixups.allowed
-                && !mount_id_of(&fixups.paths[i]).is_some_and(|id| a.contains(&id))
+                && !crate::sys::mountinfo::mount_id_of(&fixups.paths[i])
+                    .is_some_and(|id| a.contains(&id))
             {
                 tracing::warn!(
                     destination = dest.as_str(),
@@ -237,24 +238,6 @@ pub fn in_container(fixups: &Fixups) -> Result<(), (usize, nix::Error)> {
             }
             mount(None::<&str>, dest.as_str(), None::<&str>, *f, None::<&str>).map_err(|e| (i, e))
         })
-}
-
-/// The mount ID (statx STATX_MNT_ID, Linux 5.8) of the topmost mount at `path`, as
-/// mount(2) resolves it (symlinks followed).
-fn mount_id_of(path: &std::ffi::CStr) -> Option<u64> {
-    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call;
-    // `path` is NUL-terminated.
-    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            0,
-            libc::STATX_MNT_ID,
-            &mut buf,
-        )
-    };
-    (r == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some(buf.stx_mnt_id)
 }
 
 #[cfg(test)]

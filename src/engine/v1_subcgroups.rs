@@ -97,7 +97,7 @@ pub fn dirs_of(c: &libcontainer::container::Container) -> Vec<PathBuf> {
         return Vec::new();
     };
     let (Ok(mounts), Ok(own)) = (
-        crate::sys::mountinfo::read_cgroups(None),
+        crate::sys::cgroup_mounts::read(),
         std::fs::read_to_string("/proc/self/cgroup"),
     ) else {
         return Vec::new();

@@ -265,7 +265,7 @@ fn create_prepared(
     )?;
     let cgroup_facts = (!rt.systemd).then(|| {
         (
-            crate::sys::mountinfo::read_cgroups(None).unwrap_or_default(),
+            crate::sys::cgroup_mounts::read().unwrap_or_default(),
             std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
         )
     });

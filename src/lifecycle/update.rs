@@ -225,7 +225,7 @@ struct V1Dirs {
 /// The v1 cpu and blkio cgroup directories of process `pid`.
 fn v1_dirs(pid: i32) -> V1Dirs {
     use crate::sys::cgroup::{hierarchies, path_in};
-    let mounts = sys::mountinfo::read_cgroups(None).unwrap_or_default();
+    let mounts = sys::cgroup_mounts::read().unwrap_or_default();
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     let all = hierarchies(&mounts);
     let dir = |ctl: &str| {

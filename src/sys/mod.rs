@@ -7,6 +7,7 @@
 
 pub(crate) mod blockdev;
 pub mod cgroup;
+pub mod cgroup_mounts;
 pub(crate) mod errno;
 pub(crate) mod exe_guard;
 pub(crate) mod fork;

@@ -9,6 +9,8 @@ use procfs::process::MountInfo;
 /// One mount as siloc needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
+    /// The mount ID (field 1), as statx STATX_MNT_ID reports it ([`mount_id_of`]).
+    pub(crate) id: u64,
     /// The mount point, seen from the reading process's root (field 5), unescaped.
     pub mount_point: PathBuf,
     /// The path in the filesystem that is the mount's root (field 4: `/` for a whole
@@ -64,6 +66,7 @@ fn words(map: std::collections::HashMap<String, Option<String>>) -> Vec<String> 
 
 fn convert(m: MountInfo) -> Mount {
     Mount {
+        id: u64::try_from(m.mnt_id).unwrap_or(0),
         mount_point: PathBuf::from(unescape(&m.mount_point.to_string_lossy())),
         root: PathBuf::from(unescape(&m.root)),
         fs_type: m.fs_type,
@@ -93,7 +96,7 @@ fn parse_where(text: &str, keep: impl Fn(&str, &str) -> bool) -> Vec<Mount> {
 /// A line's mount point (field 5, escaped) and filesystem type (the first field after
 /// the ` - ` that ends the optional fields; proc(5)). The kernel escapes spaces in
 /// paths (`\040`), so the single spaces split the fields.
-fn quick_fields(line: &str) -> Option<(&str, &str)> {
+pub(crate) fn quick_fields(line: &str) -> Option<(&str, &str)> {
     let mount_point = line.split(' ').nth(4)?;
     let (_, after) = line.split_once(" - ")?;
     Some((mount_point, after.split(' ').next()?))
@@ -104,8 +107,8 @@ fn quick_fields(line: &str) -> Option<(&str, &str)> {
 /// any other mount stacked at one of their mount points. On a Kubernetes node the
 /// table is mostly the pods' mounts (kubelet's volume tmpfs and binds, the snapshot
 /// overlays of other runtimes' containers, each listing its lowerdirs, network
-/// namespace binds), which this skips unparsed; `create`, `exec`, `delete`, `pause`,
-/// `update`, `events` and the OOM watch read the hierarchies this way.
+/// namespace binds), which this skips unparsed; [`crate::sys::cgroup_mounts`] reads
+/// the hierarchies this way.
 pub(crate) fn parse_cgroups(text: &str) -> Vec<Mount> {
     let is_cgroup = |fs: &str| fs == "cgroup" || fs == "cgroup2";
     let points: std::collections::HashSet<&str> = text
@@ -122,13 +125,6 @@ pub(crate) fn parse_cgroups(text: &str) -> Vec<Mount> {
 /// Errors: reading `/proc/.../mountinfo`.
 pub fn read(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
     Ok(parse(&read_text(pid)?))
-}
-
-/// [`read`], keeping the mounts [`parse_cgroups`] keeps.
-///
-/// Errors: reading `/proc/.../mountinfo`.
-pub fn read_cgroups(pid: Option<i32>) -> std::io::Result<Vec<Mount>> {
-    Ok(parse_cgroups(&read_text(pid)?))
 }
 
 /// This process's mounts at `target` (unescaped path), in table order.
@@ -149,6 +145,25 @@ fn read_text(pid: Option<i32>) -> std::io::Result<String> {
         None => "/proc/self/mountinfo".to_string(),
     };
     std::fs::read_to_string(path)
+}
+
+/// The mount ID (statx STATX_MNT_ID, Linux 5.8) of the topmost mount at `path`, as
+/// mount(2) resolves it (symlinks followed); `None` when statx fails or the kernel
+/// does not report it. Allocates nothing: forked helpers call it.
+pub(crate) fn mount_id_of(path: &std::ffi::CStr) -> Option<u64> {
+    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call;
+    // `path` is NUL-terminated.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            0,
+            libc::STATX_MNT_ID,
+            &mut buf,
+        )
+    };
+    (r == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some(buf.stx_mnt_id)
 }
 
 /// The topmost (last) mount whose mount point is `target`.

@@ -121,7 +121,7 @@ impl OomWatch {
     /// Watches the memory cgroup of process `pid` (its v1 `memory` hierarchy's
     /// directory, else its cgroup v2 one), found through the host's mount table.
     pub fn of_pid(pid: i32) -> Result<OomWatch, OomError> {
-        let mounts = super::mountinfo::read_cgroups(None).map_err(|source| OomError::Io {
+        let mounts = super::cgroup_mounts::read().map_err(|source| OomError::Io {
             path: "/proc/self/mountinfo".into(),
             source,
         })?;
