@@ -76,20 +76,8 @@ pub(crate) fn is_mount_root(p: &Path) -> Result<bool, RootfsError> {
         errno,
     };
     let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| sys(Errno::EINVAL))?;
-    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call.
-    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BASIC_STATS,
-            &mut buf,
-        )
-    };
-    if r != 0 {
-        return Err(sys(Errno::last()));
-    }
+    let buf = crate::sys::mountinfo::statx(&c, libc::AT_SYMLINK_NOFOLLOW, libc::STATX_BASIC_STATS)
+        .map_err(sys)?;
     // A kernel before 5.8 never sets the bit: the walk then ends at "/", the wider answer.
     Ok(buf.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
 }

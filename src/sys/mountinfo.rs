@@ -147,23 +147,31 @@ fn read_text(pid: Option<i32>) -> std::io::Result<String> {
     std::fs::read_to_string(path)
 }
 
+/// statx(2) of `path` (relative to the working directory), asking for `mask`, with
+/// `flags` (`AT_SYMLINK_NOFOLLOW`, ...). Allocates nothing: forked helpers call it.
+///
+/// Errors: the errno of statx.
+pub(crate) fn statx(
+    path: &std::ffi::CStr,
+    flags: i32,
+    mask: u32,
+) -> Result<libc::statx, nix::errno::Errno> {
+    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call;
+    // `path` is NUL-terminated.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statx(libc::AT_FDCWD, path.as_ptr(), flags, mask, &mut buf) };
+    if r != 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    Ok(buf)
+}
+
 /// The mount ID (statx STATX_MNT_ID, Linux 5.8) of the topmost mount at `path`, as
 /// mount(2) resolves it (symlinks followed); `None` when statx fails or the kernel
 /// does not report it. Allocates nothing: forked helpers call it.
 pub(crate) fn mount_id_of(path: &std::ffi::CStr) -> Option<u64> {
-    // SAFETY: statx writes at most one struct statx into `buf`, which outlives the call;
-    // `path` is NUL-terminated.
-    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            0,
-            libc::STATX_MNT_ID,
-            &mut buf,
-        )
-    };
-    (r == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some(buf.stx_mnt_id)
+    let st = statx(path, 0, libc::STATX_MNT_ID).ok()?;
+    (st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id)
 }
 
 /// The topmost (last) mount whose mount point is `target`.
