@@ -19,22 +19,6 @@ use std::time::Duration;
 use libcontainer::config::YoukiConfig;
 use libcontainer::container::{Container, ContainerStatus};
 
-/// The controllers libcgroups 0.7's v1 manager handles (its `CONTROLLERS`).
-const CONTROLLERS: &[&str] = &[
-    "cpu",
-    "cpuacct",
-    "cpuset",
-    "devices",
-    "hugetlb",
-    "memory",
-    "pids",
-    "perf_event",
-    "blkio",
-    "net_prio",
-    "net_cls",
-    "freezer",
-];
-
 /// Errors of the fast path, each naming the file or cgroup.
 #[derive(Debug, thiserror::Error)]
 pub enum StoppedDeleteError {
@@ -93,33 +77,14 @@ pub fn cgroup_paths(
     own: &str,
     cgroup_path: &Path,
 ) -> Vec<PathBuf> {
-    let mounts: Vec<&Path> = mounts
-        .iter()
-        .filter(|m| m.fs_type == "cgroup")
-        .map(|m| m.mount_point.as_path())
-        .collect();
-    let joined = |c: &str| {
-        own.lines().any(|l| {
-            l.split(':')
-                .nth(1)
-                .is_some_and(|cs| cs.split(',').any(|x| x == c))
-        })
-    };
+    use crate::sys::cgroup::{LIBCGROUPS_V1, joins, libcgroups_v1_mount};
     let rel = cgroup_path.strip_prefix("/").unwrap_or(cgroup_path);
     let mut out: Vec<PathBuf> = Vec::new();
-    for ctl in CONTROLLERS {
-        let names: &[&str] = match *ctl {
-            "net_cls" => &["net_cls,net_prio", "net_prio,net_cls", "net_cls"],
-            "net_prio" => &["net_cls,net_prio", "net_prio,net_cls", "net_prio"],
-            "cpu" => &["cpu,cpuacct", "cpu"],
-            "cpuacct" => &["cpu,cpuacct", "cpuacct"],
-            _ => std::slice::from_ref(ctl),
-        };
-        // libcgroups compares with Path::ends_with: whole trailing components.
-        let Some(mp) = mounts.iter().find(|m| names.iter().any(|n| m.ends_with(n))) else {
+    for ctl in LIBCGROUPS_V1 {
+        let Some(mp) = libcgroups_v1_mount(mounts, ctl) else {
             continue;
         };
-        if !joined(ctl) {
+        if !joins(own, ctl) {
             continue;
         }
         let p = mp.join(rel);

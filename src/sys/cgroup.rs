@@ -68,6 +68,53 @@ const V1_CONTROLLERS: &[&str] = &[
     "misc",
 ];
 
+/// The v1 controllers libcgroups 0.7's v1 manager handles (its `CONTROLLERS`), in its
+/// order.
+pub(crate) const LIBCGROUPS_V1: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "devices",
+    "hugetlb",
+    "memory",
+    "pids",
+    "perf_event",
+    "blkio",
+    "net_prio",
+    "net_cls",
+    "freezer",
+];
+
+/// The mount point libcgroups 0.7 takes for v1 controller `ctl`
+/// (`get_subsystem_mount_point`): the first `cgroup` mount of `mounts` whose mount
+/// point ends, in whole components, in the controller's name, or in `cpu,cpuacct` for
+/// `cpu` and `cpuacct`, or `net_cls,net_prio` / `net_prio,net_cls` for those two. It
+/// need not be the hierarchy's first mount ([`hierarchies`]).
+pub(crate) fn libcgroups_v1_mount<'a>(mounts: &'a [Mount], ctl: &str) -> Option<&'a Path> {
+    let names: &[&str] = match ctl {
+        "net_cls" => &["net_cls,net_prio", "net_prio,net_cls", "net_cls"],
+        "net_prio" => &["net_cls,net_prio", "net_prio,net_cls", "net_prio"],
+        "cpu" => &["cpu,cpuacct", "cpu"],
+        "cpuacct" => &["cpu,cpuacct", "cpuacct"],
+        _ => std::slice::from_ref(&ctl),
+    };
+    mounts
+        .iter()
+        .filter(|m| m.fs_type == "cgroup")
+        .map(|m| m.mount_point.as_path())
+        .find(|mp| names.iter().any(|n| mp.ends_with(n)))
+}
+
+/// Whether process-cgroup file `own` (/proc/PID/cgroup, lines `N:controllers:path`)
+/// has a v1 line with controller `ctl`.
+pub(crate) fn joins(own: &str, ctl: &str) -> bool {
+    own.lines().any(|l| {
+        l.split(':')
+            .nth(1)
+            .is_some_and(|cs| cs.split(',').any(|x| x == ctl))
+    })
+}
+
 /// The cgroup hierarchies in `mounts` (each once, the first mount of it).
 pub fn hierarchies(mounts: &[Mount]) -> Vec<Hierarchy> {
     let mut out: Vec<Hierarchy> = Vec::new();

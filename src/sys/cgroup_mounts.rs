@@ -12,16 +12,19 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::sys::cgroup::{hierarchies, path_in};
+use crate::sys::cgroup::{LIBCGROUPS_V1, hierarchies, joins, libcgroups_v1_mount, path_in};
 use crate::sys::mountinfo::{self, Mount};
 
 /// The mounts [`mountinfo::parse_cgroups`] keeps from `/proc/self/mountinfo`, read
-/// up to the first line after which every hierarchy of `/proc/self/cgroup` has a mount
-/// and the topmost mount at each of their mount points is the one read (statx
-/// STATX_MNT_ID): a mount stacked on one later in the table makes it read the whole
-/// table, as does a hierarchy this mount namespace does not mount, a kernel before
-/// 5.8, or an unreadable `/proc/self/cgroup`. The hierarchies and their top mounts are
-/// then those of the whole table.
+/// up to the first line after which every hierarchy of `/proc/self/cgroup` has a mount,
+/// every v1 controller of it the mount libcgroups takes
+/// ([`crate::sys::cgroup::libcgroups_v1_mount`], which may be a later mount of the
+/// same hierarchy), and the topmost mount at each hierarchy's first mount point is the
+/// one read (statx STATX_MNT_ID). A mount stacked on one later in the table makes it
+/// read the whole table, as does a hierarchy this mount namespace does not mount, a
+/// kernel before 5.8, or an unreadable `/proc/self/cgroup`. The hierarchies, their top
+/// mounts and libcgroups' mounts are then those of the whole table; later extra
+/// mounts of a hierarchy elsewhere are not read.
 ///
 /// Errors: opening or reading `/proc/self/mountinfo`.
 pub fn read() -> std::io::Result<Vec<Mount>> {
@@ -55,10 +58,15 @@ fn read_from(
         }
         seen.extend(mountinfo::parse(line));
         let hs = hierarchies(&seen);
+        // Every hierarchy, and the mount libcgroups takes for each v1 controller
+        // (stopped_delete follows it), when that is another one.
         let all = !own.trim().is_empty()
             && own
                 .lines()
-                .all(|l| hs.iter().any(|h| path_in(l, h).is_some()));
+                .all(|l| hs.iter().any(|h| path_in(l, h).is_some()))
+            && LIBCGROUPS_V1
+                .iter()
+                .all(|c| !joins(own, c) || libcgroups_v1_mount(&seen, c).is_some());
         if !all {
             continue;
         }
@@ -134,6 +142,38 @@ mod tests {
         let top = mountinfo::top_at(&ms, Path::new("/sys/fs/cgroup/pids")).unwrap();
         assert_eq!((top.id, top.fs_type.as_str()), (95, "tmpfs"));
         assert_eq!(ms, mountinfo::parse_cgroups(&table));
+    }
+
+    #[test]
+    fn reads_on_to_the_mount_libcgroups_takes() {
+        // pids first mounted elsewhere; libcgroups takes the later mount ending in
+        // `pids`, after the pods' lines (a `mount --move` then `--bind` back)
+        let head = HEAD.replace("/sys/fs/cgroup/pids", "/tmp/pmv");
+        let late = "96 30 0:34 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        let table = format!("{head}{PODS}{late}");
+        let tops = [&TOPS[..3], &[("/tmp/pmv", 34)]].concat();
+        let (ms, read) = read_fixture(&table, OWN, &tops);
+        assert_eq!(read, table.len());
+        assert_eq!(
+            crate::sys::cgroup::libcgroups_v1_mount(&ms, "pids"),
+            Some(Path::new("/sys/fs/cgroup/pids"))
+        );
+        // and a host without a cpu,cpuacct co-mount name: `cpu` and `cpuacct` alone
+        let split = HEAD.replace(
+            "33 30 0:33 / /sys/fs/cgroup/cpu,cpuacct rw shared:7 - cgroup cgroup rw,cpu,cpuacct\n",
+            "33 30 0:33 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+             35 30 0:35 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n",
+        );
+        let own = OWN.replace("3:cpu,cpuacct:/a", "3:cpu:/a\n5:cpuacct:/a");
+        assert!(split != HEAD && own != OWN);
+        let tops = [
+            &TOPS[..2],
+            &[("/sys/fs/cgroup/cpu", 33), ("/sys/fs/cgroup/cpuacct", 35)],
+            &TOPS[3..],
+        ]
+        .concat();
+        let table = format!("{split}{PODS}");
+        assert_eq!(read_fixture(&table, &own, &tops).1, split.len());
     }
 
     #[test]
