@@ -15,6 +15,7 @@ mod common;
 mod bad_input;
 mod binary_layout;
 mod cgroup_compat;
+mod cgroup_mounts;
 mod cgroup_races;
 mod events;
 mod exec_root_modes;
