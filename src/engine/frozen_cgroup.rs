@@ -41,24 +41,29 @@ pub struct FrozenCgroupError(pub PathBuf);
 /// Checks the directories a cgroupfs-driver `cgroups_path` names (absolute: below
 /// each hierarchy's root; relative: below siloc's own cgroup, `own` being
 /// /proc/self/cgroup) and their existing ancestors, in the v1 freezer hierarchy and
-/// in the v2 hierarchy of `mounts`.
+/// in the v2 hierarchy of `mounts`, through the mount each is made through (a bind
+/// of a frozen cgroup elsewhere does not count).
 ///
 /// Errors: [`FrozenCgroupError`] naming the first frozen directory.
 pub fn check(mounts: &[Mount], own: &str, cgroups_path: &Path) -> Result<(), FrozenCgroupError> {
-    for m in mounts {
-        let v1_freezer = m.fs_type == "cgroup" && m.super_options.iter().any(|o| o == "freezer");
-        let v2 = m.fs_type == "cgroup2";
-        if !v1_freezer && !v2 {
-            continue;
-        }
+    // The mounts the cgroup will be made through: libcgroups' freezer mount, and the
+    // cgroup2 hierarchy's first one (/sys/fs/cgroup on a v2 host, where libcgroups
+    // makes it); not other binds of them.
+    let v1 = crate::sys::cgroup::libcgroups_v1_mount(mounts, "freezer").map(|p| (p, false));
+    let unified = crate::sys::cgroup::hierarchies(mounts)
+        .into_iter()
+        .find(|h| h.v2)
+        .map(|h| h.mount_point);
+    let v2 = unified.as_deref().map(|p| (p, true));
+    for (mount_point, v2) in v1.into_iter().chain(v2) {
         let base = if cgroups_path.is_absolute() {
             PathBuf::from("/")
         } else {
             PathBuf::from(own_path(own, v2).unwrap_or("/"))
         };
         let rel = base.join(cgroups_path);
-        let dir = m.mount_point.join(rel.strip_prefix("/").unwrap_or(&rel));
-        for d in dir.ancestors().filter(|d| d.starts_with(&m.mount_point)) {
+        let dir = mount_point.join(rel.strip_prefix("/").unwrap_or(&rel));
+        for d in dir.ancestors().filter(|d| d.starts_with(mount_point)) {
             if frozen(d, v2) {
                 return Err(FrozenCgroupError(d.to_path_buf()));
             }
@@ -242,6 +247,17 @@ mod tests {
         std::fs::write(own.join("cgroup.freeze"), "1\n").unwrap();
         let e = check(&m, "0::/me\n", Path::new("ctr")).unwrap_err();
         assert_eq!(e.0, own);
+        // a frozen cgroup bound elsewhere, later: not where the container's cgroup goes
+        std::fs::write(own.join("cgroup.freeze"), "0\n").unwrap();
+        let bound = t.path().join("elsewhere");
+        std::fs::create_dir_all(&bound).unwrap();
+        std::fs::write(bound.join("freezer.state"), "FROZEN\n").unwrap();
+        let mut m = m;
+        m.extend(crate::sys::mountinfo::parse(&format!(
+            "40 23 0:30 /frozen {} rw - cgroup cgroup rw,freezer\n",
+            bound.display()
+        )));
+        check(&m, "0::/me\n", Path::new("/pod/ctr")).unwrap();
     }
 
     #[test]
