@@ -170,6 +170,17 @@ impl TestEnv {
         c
     }
 
+    /// `siloc --root R --config C` as one shell word list, for tests that run siloc
+    /// from a script (paths without spaces: the env's temp dirs).
+    pub fn siloc_sh(&self) -> String {
+        format!(
+            "{} --root {} --config {}",
+            siloc_bin().display(),
+            self.root.display(),
+            self.config.display()
+        )
+    }
+
     /// Runs siloc and panics with its stderr unless it succeeds; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.siloc(args);

@@ -46,12 +46,7 @@ fn a_hierarchy_bound_back_late_in_the_table_keeps_no_cgroup() {
     let (run_id, del_id) = (env.id("late-run"), env.id("late-del"));
     let _cgroups = CgroupGuard(vec![run_id.clone(), del_id.clone()]);
     let d = env.dir.path().display();
-    let siloc = format!(
-        "{} --root {} --config {}",
-        common::siloc_bin().display(),
-        env.root.display(),
-        env.config.display()
-    );
+    let siloc = env.siloc_sh();
     let script = format!(
         "set -e; mkdir -p {d}/pods {d}/moved; mount -t tmpfs tmpfs {d}/pods
          for i in $(seq 60); do mkdir {d}/pods/$i; mount -t tmpfs tmpfs {d}/pods/$i; done

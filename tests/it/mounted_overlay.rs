@@ -21,12 +21,7 @@ fn in_overlay_ns(env: &TestEnv, bundle: &Bundle, script: &str) -> (i32, String, 
     for sub in ["upper", "work"] {
         std::fs::create_dir_all(d.join(sub)).unwrap();
     }
-    let siloc = format!(
-        "{} --root {} --config {}",
-        common::siloc_bin().display(),
-        env.root.display(),
-        env.config.display()
-    );
+    let siloc = env.siloc_sh();
     let full = format!(
         "set -e; mount -t overlay overlay -o lowerdir={l},upperdir={u},workdir={w} {r}; S=\"{siloc}\"; {script}",
         l = lower.display(),
