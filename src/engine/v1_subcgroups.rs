@@ -96,10 +96,10 @@ pub fn dirs_of(c: &libcontainer::container::Container) -> Vec<PathBuf> {
     let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root) else {
         return Vec::new();
     };
-    let (Ok(mounts), Ok(own)) = (
-        crate::sys::cgroup_mounts::read(),
-        std::fs::read_to_string("/proc/self/cgroup"),
-    ) else {
+    let Ok(own) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    let Ok(mounts) = crate::sys::cgroup_mounts::read_with(&own) else {
         return Vec::new();
     };
     super::stopped_delete::cgroup_paths(&mounts, &own, &config.cgroup_path)

@@ -264,9 +264,10 @@ fn create_prepared(
         spec.linux().as_ref().and_then(|l| l.resources().as_ref()),
     )?;
     let cgroup_facts = (!rt.systemd).then(|| {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         (
-            crate::sys::cgroup_mounts::read().unwrap_or_default(),
-            std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+            crate::sys::cgroup_mounts::read_with(&own).unwrap_or_default(),
+            own,
         )
     });
     if let Some((mounts, own)) = &cgroup_facts {

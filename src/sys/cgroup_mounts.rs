@@ -28,9 +28,15 @@ use crate::sys::mountinfo::{self, Mount};
 ///
 /// Errors: opening or reading `/proc/self/mountinfo`.
 pub fn read() -> std::io::Result<Vec<Mount>> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    read_with(&std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default())
+}
+
+/// [`read`] for a caller that has read `/proc/self/cgroup` (`own`) itself.
+///
+/// Errors: opening or reading `/proc/self/mountinfo`.
+pub fn read_with(own: &str) -> std::io::Result<Vec<Mount>> {
     let table = BufReader::new(std::fs::File::open("/proc/self/mountinfo")?);
-    read_from(table, &own, |p| {
+    read_from(table, own, |p| {
         mountinfo::mount_id_of(&CString::new(p.as_os_str().as_bytes()).ok()?)
     })
 }
