@@ -93,11 +93,27 @@ pub fn delete_leaving(
     Ok(())
 }
 
+/// rmdir(2) of each of `dirs` below a hierarchy's root, errors ignored: an empty
+/// cgroup without sub-cgroups (a stopped container's usual state) goes at once, one
+/// system call instead of [`find`]'s and the removal's walks (about 20 each); a cgroup
+/// that still holds processes or sub-cgroups fails with EBUSY (cgroups(7)) and stays
+/// for them. Removing first changes nothing they decide: what is gone was empty.
+pub fn remove_idle(dirs: &[PathBuf]) {
+    for d in dirs.iter().filter(|d| below_root(d)) {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
 /// A container's cgroup dir that may be walked: below a hierarchy's root (the root
 /// would be the whole host) and present.
 fn walkable(d: &Path) -> bool {
+    below_root(d) && d.is_dir()
+}
+
+/// Below a hierarchy's root: neither `/sys/fs/cgroup` nor a hierarchy's mount point.
+fn below_root(d: &Path) -> bool {
     let root = Path::new("/sys/fs/cgroup");
-    d != root && d.parent().is_some_and(|p| p != root) && d.is_dir()
+    d != root && d.parent().is_some_and(|p| p != root)
 }
 
 /// Appends `dir` and every cgroup below it that lists processes.
@@ -187,6 +203,22 @@ mod tests {
         assert!(!own(r#"{"linux":{"namespaces":[{"type":"mount"}]}}"#));
         assert!(!own("not json"));
         assert!(!own_pid_namespace(&t.path().join("missing.json")));
+    }
+
+    #[test]
+    fn idle_dirs_go_at_once_others_and_roots_stay() {
+        // Plain directories stand in for cgroups: rmdir fails on one with a child
+        // as it fails (EBUSY) on a cgroup with a sub-cgroup.
+        let t = tempfile::tempdir().unwrap();
+        let (idle, parent) = (t.path().join("idle"), t.path().join("parent"));
+        std::fs::create_dir_all(&idle).unwrap();
+        std::fs::create_dir_all(parent.join("child")).unwrap();
+        remove_idle(&[idle.clone(), parent.clone()]);
+        assert!(!idle.exists());
+        assert!(parent.join("child").exists());
+        assert!(!below_root(Path::new("/sys/fs/cgroup")));
+        assert!(!below_root(Path::new("/sys/fs/cgroup/memory")));
+        assert!(below_root(Path::new("/sys/fs/cgroup/memory/siloc-x")));
     }
 
     #[test]

@@ -625,6 +625,7 @@ fn delete_engine(
         // Processes in a stopped container's cgroups that are not its own (another
         // container's cgroup below it) are left alive, as runc leaves them.
         let dirs = crate::engine::foreign_procs::dirs_of(c);
+        crate::engine::foreign_procs::remove_idle(&dirs);
         if let Some(busy) = crate::engine::foreign_procs::find(c, &dirs) {
             return crate::engine::foreign_procs::delete_leaving(c, &dirs, extras, &busy)
                 .map_err(LifecycleError::Other);
