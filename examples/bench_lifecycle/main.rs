@@ -20,6 +20,8 @@
 //! and whose `ru_utime + ru_stime` is the CPU time of the same processes (`run` and
 //! `parallel` report it: on a saturated host wall time follows CPU time, and CPU time
 //! varies much less with the load than wall time does).
+//! `--peer-userns` gives the peers' containers a user namespace as well (siloc gives
+//! every container one of its own), so that the ratios compare like with like.
 //! A command that takes longer than `--timeout` counts as hung and is killed. Prints
 //! per-mode medians and siloc's ratio to each peer.
 //!
@@ -89,6 +91,12 @@ struct Args {
     /// namespace for every runtime alike; 0: the host's table as it is
     #[arg(long, default_value_t = 0)]
     pod_mounts: usize,
+    /// Give the peers' containers a user namespace too, as siloc gives every container
+    /// one: their bundle maps container IDs 0-65535 to a fixed host range (siloc
+    /// allocates a range per container and idmaps the rootfs; the peers' containers
+    /// only read the root-owned rootfs, which `true` and `sleep` need)
+    #[arg(long)]
+    peer_userns: bool,
 }
 
 /// What the benchmark does before each timed `create`, `run` and `exec`.
@@ -176,6 +184,9 @@ struct Runtime {
     name: String,
     bin: PathBuf,
     root: PathBuf,
+    /// The bundle of `true` and the one whose container sleeps (`exec`).
+    bundle: PathBuf,
+    sleep_bundle: PathBuf,
 }
 
 impl Runtime {
@@ -234,8 +245,8 @@ impl Runtime {
         (ok, ru.ru_maxrss, tv(ru.ru_utime) + tv(ru.ru_stime))
     }
 
-    fn lifecycle(&self, bundle: &Path, id: &str, pid_file: &Path, b: &Bench) -> Option<Sample> {
-        let bs = bundle.to_str()?;
+    fn lifecycle(&self, id: &str, pid_file: &Path, b: &Bench) -> Option<Sample> {
+        let bs = self.bundle.to_str()?;
         let p = pid_file.to_str()?;
         b.set_window();
         let t0 = Instant::now();
@@ -276,25 +287,19 @@ impl Runtime {
     }
 
     /// A foreground `run`; returns its time, ru_maxrss and CPU time.
-    fn run_fg(&self, bundle: &Path, id: &str, b: &Bench) -> Option<(Duration, i64, Duration)> {
-        self.run_fg_from(bundle, id, b, true)
+    fn run_fg(&self, id: &str, b: &Bench) -> Option<(Duration, i64, Duration)> {
+        self.run_fg_from(id, b, true)
     }
 
     /// [`Runtime::run_fg`], with or without [`Bench::set_window`] first (not within a
     /// `parallel` batch).
-    fn run_fg_from(
-        &self,
-        bundle: &Path,
-        id: &str,
-        b: &Bench,
-        window: bool,
-    ) -> Option<(Duration, i64, Duration)> {
+    fn run_fg_from(&self, id: &str, b: &Bench, window: bool) -> Option<(Duration, i64, Duration)> {
         if window {
             b.set_window();
         }
         let t0 = Instant::now();
         let (ok, rss, cpu) = self.cmd_cpu(
-            &["run", "--bundle", bundle.to_str()?, id],
+            &["run", "--bundle", self.bundle.to_str()?, id],
             &b.dog,
             b.timeout,
         );
@@ -308,14 +313,7 @@ impl Runtime {
 
     /// `runs` foreground runs, `jobs` at a time; returns the batch's wall time, the
     /// number of failed runs and the CPU time of all runs.
-    fn batch(
-        &self,
-        bundle: &Path,
-        tag: &str,
-        runs: usize,
-        jobs: usize,
-        b: &Bench,
-    ) -> (Duration, usize, Duration) {
+    fn batch(&self, tag: &str, runs: usize, jobs: usize, b: &Bench) -> (Duration, usize, Duration) {
         let next = AtomicUsize::new(0);
         let failed = AtomicUsize::new(0);
         let cpu_us = AtomicUsize::new(0);
@@ -328,7 +326,7 @@ impl Runtime {
                         if i >= runs {
                             break;
                         }
-                        match self.run_fg_from(bundle, &format!("{tag}-{i}"), b, false) {
+                        match self.run_fg_from(&format!("{tag}-{i}"), b, false) {
                             Some((_, _, cpu)) => {
                                 cpu_us.fetch_add(cpu.as_micros() as usize, Ordering::Relaxed);
                             }
@@ -438,20 +436,20 @@ fn set_subreaper(on: bool) {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
 }
 
-fn bench_lifecycle(args: &Args, rts: &[Runtime], bundle: &Path, work: &Path, b: &Bench) {
+fn bench_lifecycle(args: &Args, rts: &[Runtime], work: &Path, b: &Bench) {
     set_subreaper(true);
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); rts.len()];
     let mut failures = vec![0usize; rts.len()];
     let pid_file = work.join("pid");
     // Warm the page cache and each runtime's first-use paths.
     for r in rts {
-        let _ = r.lifecycle(bundle, &format!("warm-{}", r.name), &pid_file, b);
+        let _ = r.lifecycle(&format!("warm-{}", r.name), &pid_file, b);
     }
     let t0 = Instant::now();
     for i in 0..args.n {
         for k in turns(rts.len(), i) {
             let r = &rts[k];
-            match r.lifecycle(bundle, &format!("bench-{}-{i}", r.name), &pid_file, b) {
+            match r.lifecycle(&format!("bench-{}-{i}", r.name), &pid_file, b) {
                 Some(s) => samples[k].push(s),
                 None => failures[k] += 1,
             }
@@ -502,19 +500,19 @@ fn bench_lifecycle(args: &Args, rts: &[Runtime], bundle: &Path, work: &Path, b: 
     ratios("lifecycle peak RSS median", &names, &rss, "MiB");
 }
 
-fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
+fn bench_run(args: &Args, rts: &[Runtime], b: &Bench) {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut rss: Vec<Vec<i64>> = vec![Vec::new(); rts.len()];
     let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut failures = vec![0usize; rts.len()];
     for r in rts {
-        let _ = r.run_fg(bundle, &format!("warm-run-{}", r.name), b);
+        let _ = r.run_fg(&format!("warm-run-{}", r.name), b);
     }
     let t0 = Instant::now();
     for i in 0..args.n {
         for k in turns(rts.len(), i) {
             let r = &rts[k];
-            match r.run_fg(bundle, &format!("run-{}-{i}", r.name), b) {
+            match r.run_fg(&format!("run-{}-{i}", r.name), b) {
                 Some((d, m, c)) => {
                     times[k].push(d);
                     rss[k].push(m);
@@ -557,7 +555,7 @@ fn bench_run(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     ratios("run peak RSS median", &names, &mrss, "MiB");
 }
 
-fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
+fn bench_parallel(args: &Args, rts: &[Runtime], b: &Bench) {
     let batches = args.batches.unwrap_or((args.n / 20).max(3));
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
     let mut cpus: Vec<Vec<Duration>> = vec![Vec::new(); rts.len()];
@@ -565,13 +563,7 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     for i in 0..batches {
         for k in turns(rts.len(), i) {
             let r = &rts[k];
-            let (d, f, c) = r.batch(
-                bundle,
-                &format!("par-{}-{i}", r.name),
-                args.runs,
-                args.jobs,
-                b,
-            );
+            let (d, f, c) = r.batch(&format!("par-{}-{i}", r.name), args.runs, args.jobs, b);
             times[k].push(d);
             cpus[k].push(c);
             failures[k] += f;
@@ -613,6 +605,40 @@ fn bench_parallel(args: &Args, rts: &[Runtime], bundle: &Path, b: &Bench) {
     );
 }
 
+/// First host ID and size of the peers' user namespace mapping (`--peer-userns`).
+const PEER_USERNS_HOST_ID: u32 = 300_000;
+const PEER_USERNS_SIZE: u32 = 65_536;
+
+/// A copy of the bundle `src` at `dir` on the same rootfs (an absolute `root.path`)
+/// whose container has a user namespace: a `user` entry in `linux.namespaces` and
+/// `linux.uidMappings`/`gidMappings` of [`PEER_USERNS_SIZE`] IDs from
+/// [`PEER_USERNS_HOST_ID`] (runtime-spec config-linux.md, "User namespace mappings").
+fn make_userns_bundle(src: &Path, dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let mut spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).expect("read"))
+            .expect("json");
+    let root = Path::new(spec["root"]["path"].as_str().expect("root.path")).to_path_buf();
+    spec["root"]["path"] = src.join(root).to_str().expect("utf-8 path").into();
+    let linux = &mut spec["linux"];
+    let ns = linux["namespaces"]
+        .as_array_mut()
+        .expect("linux.namespaces");
+    if !ns.iter().any(|n| n["type"] == "user") {
+        ns.push(serde_json::json!({"type": "user"}));
+    }
+    let map = serde_json::json!([{
+        "containerID": 0, "hostID": PEER_USERNS_HOST_ID, "size": PEER_USERNS_SIZE
+    }]);
+    linux["uidMappings"] = map.clone();
+    linux["gidMappings"] = map;
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_vec_pretty(&spec).expect("json"),
+    )
+    .expect("write");
+}
+
 /// A bundle beside `bundle` whose container sleeps (for `exec`), on the same rootfs.
 fn make_sleep_bundle(bundle: &Path, dir: &Path) {
     std::fs::create_dir_all(dir).expect("mkdir");
@@ -628,15 +654,14 @@ fn make_sleep_bundle(bundle: &Path, dir: &Path) {
     .expect("write");
 }
 
-fn bench_exec(args: &Args, rts: &[Runtime], work: &Path, b: &Bench) {
-    let bundle = work.join("bundle-sleep");
-    let bs = bundle.to_str().expect("utf-8 path");
+fn bench_exec(args: &Args, rts: &[Runtime], b: &Bench) {
     // One running container per runtime; a runtime whose container does not start is
     // reported and left out.
     let mut live = Vec::new();
     for (k, r) in rts.iter().enumerate() {
         // the pid: cgroups are named after ids, and other runs may be on the host
         let id = format!("exec-{}-{}", r.name, std::process::id());
+        let bs = r.sleep_bundle.to_str().expect("utf-8 path");
         let (ok, _) = r.cmd(&["run", "--detach", "--bundle", bs, &id], &b.dog, b.timeout);
         if ok {
             live.push((k, id));
@@ -741,12 +766,32 @@ fn main() {
     });
     let bundle = work.path().join("bundle");
     make_bundle(&bundle, &args.siloc);
-    make_sleep_bundle(&bundle, &work.path().join("bundle-sleep"));
+    let sleep_bundle = work.path().join("bundle-sleep");
+    make_sleep_bundle(&bundle, &sleep_bundle);
+    // The peers' bundles: the same, or with a user namespace of their own.
+    let (peer_bundle, peer_sleep_bundle) = if args.peer_userns {
+        let (u, us) = (
+            work.path().join("bundle-userns"),
+            work.path().join("bundle-userns-sleep"),
+        );
+        make_userns_bundle(&bundle, &u);
+        make_userns_bundle(&sleep_bundle, &us);
+        println!(
+            "--peer-userns: the peers' containers map IDs 0-{} to host IDs {PEER_USERNS_HOST_ID}-{}",
+            PEER_USERNS_SIZE - 1,
+            PEER_USERNS_HOST_ID + PEER_USERNS_SIZE - 1
+        );
+        (u, us)
+    } else {
+        (bundle.clone(), sleep_bundle.clone())
+    };
     let siloc = std::fs::canonicalize(&args.siloc).expect("siloc binary");
     let mut runtimes = vec![Runtime {
         name: "siloc".into(),
         bin: siloc,
         root: work.path().join("root-siloc"),
+        bundle: bundle.clone(),
+        sleep_bundle: sleep_bundle.clone(),
     }];
     for peer in &args.peers {
         match which(peer) {
@@ -754,6 +799,8 @@ fn main() {
                 name: peer.clone(),
                 bin,
                 root: work.path().join(format!("root-{peer}")),
+                bundle: peer_bundle.clone(),
+                sleep_bundle: peer_sleep_bundle.clone(),
             }),
             None => println!("note: {peer} is not installed; skipped"),
         }
@@ -777,10 +824,10 @@ fn main() {
     b.dog.start();
     for m in &args.modes {
         match m.as_str() {
-            "lifecycle" => bench_lifecycle(&args, &runtimes, &bundle, work.path(), &b),
-            "run" => bench_run(&args, &runtimes, &bundle, &b),
-            "exec" => bench_exec(&args, &runtimes, work.path(), &b),
-            _ => bench_parallel(&args, &runtimes, &bundle, &b),
+            "lifecycle" => bench_lifecycle(&args, &runtimes, work.path(), &b),
+            "run" => bench_run(&args, &runtimes, &b),
+            "exec" => bench_exec(&args, &runtimes, &b),
+            _ => bench_parallel(&args, &runtimes, &b),
         }
     }
     println!(
