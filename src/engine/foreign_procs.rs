@@ -95,9 +95,11 @@ pub fn delete_leaving(
 
 /// rmdir(2) of each of `dirs` below a hierarchy's root, errors ignored: an empty
 /// cgroup without sub-cgroups (a stopped container's usual state) goes at once, one
-/// system call instead of [`find`]'s and the removal's walks (about 20 each); a cgroup
-/// that still holds processes or sub-cgroups fails with EBUSY (cgroups(7)) and stays
-/// for them. Removing first changes nothing they decide: what is gone was empty.
+/// system call instead of the removal's walk (about 10); a cgroup that still holds
+/// processes or sub-cgroups fails with EBUSY (cgroups(7)) and stays for it. Call it
+/// after anything that kills through libcontainer (`Container::kill` with `all`): that
+/// freezes through the freezer dir, making it again when it is gone, and lists the
+/// pids through the devices dir, so with that one gone it returns still frozen.
 pub fn remove_idle(dirs: &[PathBuf]) {
     for d in dirs.iter().filter(|d| below_root(d)) {
         let _ = std::fs::remove_dir(d);

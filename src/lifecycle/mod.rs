@@ -625,7 +625,6 @@ fn delete_engine(
         // Processes in a stopped container's cgroups that are not its own (another
         // container's cgroup below it) are left alive, as runc leaves them.
         let dirs = crate::engine::foreign_procs::dirs_of(c);
-        crate::engine::foreign_procs::remove_idle(&dirs);
         if let Some(busy) = crate::engine::foreign_procs::find(c, &dirs) {
             return crate::engine::foreign_procs::delete_leaving(c, &dirs, extras, &busy)
                 .map_err(LifecycleError::Other);
@@ -633,6 +632,10 @@ fn delete_engine(
         if let Some(dir) = extras {
             remove_extras_of_stopped(c, dir, deadline)?;
         }
+        // Only now: the extras' drain kills through libcontainer, which freezes through
+        // the freezer dir (making it again when missing) and thaws only after listing
+        // the pids through the devices dir.
+        crate::engine::foreign_procs::remove_idle(&dirs);
         // Without poststop hooks on cgroup v1: one mount-table read instead of
         // libcontainer's one per controller. Any failure there (a cgroup still busy)
         // leaves the rest to libcontainer's delete and the retries below.

@@ -297,6 +297,15 @@ fn a_failed_delete_keeps_the_state_until_the_extra_cgroup_is_gone() {
     assert!(err.contains(&*dir.to_string_lossy()), "{err}");
     assert!(dir.exists());
     assert_eq!(env.state(&id)["status"], "stopped", "state kept");
+    // The kill that drains the extra cgroup freezes through the v1 freezer dir: it
+    // must not be left frozen (nor made again, frozen, after delete removed it), or
+    // the next container at this cgroupsPath would hang in it.
+    let freezer = Path::new(CG)
+        .join("freezer")
+        .join(want.trim_start_matches('/'));
+    if let Ok(st) = std::fs::read_to_string(freezer.join("freezer.state")) {
+        assert_eq!(st.trim(), "THAWED", "{} left frozen", freezer.display());
+    }
     let _ = outsider.0.kill();
     let _ = outsider.0.wait();
     env.ok(&["delete", &id]);
