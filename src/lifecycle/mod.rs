@@ -580,8 +580,9 @@ fn own_pid_namespace(pid: nix::unistd::Pid) -> bool {
 /// cgroup retries. With `extras` (the record dir listing the extra cgroups siloc made,
 /// engine::cgroup_compat), a stopped container's extra cgroups are removed before
 /// libcontainer removes its state: when they cannot be (still busy), the error leaves
-/// the state in place, so a second `delete` finds the container and retries, as runc
-/// keeps a container's state until its cgroups are gone.
+/// the state in place, so a second `delete` finds the container and retries. runc
+/// 1.1.5 differs on purpose here: it removes its state, logs "Failed to remove cgroup"
+/// and exits 0, leaving the busy cgroup for nobody to remove.
 ///
 /// Errors: a running container without `force`; an extra cgroup or libcontainer's
 /// cgroup still busy after [`CGROUP_DRAIN`]; libcontainer's other errors.

@@ -267,7 +267,8 @@ impl Drop for Reaped {
 
 /// A `delete` that cannot remove the container's extra cgroup (the hybrid's unified
 /// one, or name=systemd) fails naming it and keeps the container's state, so a second
-/// `delete` retries and leaves nothing, as runc keeps state until its cgroup is gone.
+/// `delete` retries and leaves nothing (runc 1.1.5 drops its state, exits 0 and leaves
+/// the busy cgroup behind).
 /// Before the fix libcontainer's state was removed first: `siloc state` and a second
 /// `delete` said "not found" while the cgroup stayed. The failure is real: a process
 /// outside the container sits in its extra cgroup, where delete's kill cannot reach.
