@@ -436,13 +436,10 @@ fn exec_process(
         return Ok(0);
     };
     let relay = own.map(|t| t.relay(&fix, outside.take())).transpose()?;
-    let fwd = queue.forward_to(
-        pid,
-        relay
-            .as_ref()
-            .map(|r| std::os::fd::AsRawFd::as_raw_fd(&r.master())),
-    );
-    let code = wait_exit(pid, fwd);
+    let pty = relay
+        .as_ref()
+        .map(|r| std::os::fd::AsRawFd::as_raw_fd(&r.master()));
+    let code = wait_exit(pid, queue, pty);
     if let Some(r) = relay {
         r.finish(std::time::Duration::from_secs(2));
     }

@@ -3,14 +3,14 @@
 //!
 //! The container process is siloc's own child (libcontainer clones it with
 //! CLONE_PARENT), so siloc waits for exactly that pid: no SIGCHLD race can lose the
-//! exit. It first waits without reaping (WNOWAIT), stops signal forwarding, then
-//! reaps, so a forwarded signal can never reach a recycled pid.
+//! exit. Signals are forwarded until the process has exited, and only then is it
+//! reaped, so a forwarded signal can never reach a recycled pid.
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use crate::cli::signals;
@@ -67,12 +67,11 @@ impl OwnTerminal {
     }
 }
 
-/// Waits for `pid` to exit, stops `fwd`, reaps, and returns runc's exit status.
-pub(crate) fn wait_exit(pid: Pid, fwd: signals::Forwarder) -> i32 {
-    while let Err(nix::errno::Errno::EINTR) =
-        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
-    {}
-    fwd.stop();
+/// Forwards `queue`'s signals to child `pid` (SIGWINCH resizes `pty`) until it
+/// exits, reaps it, and returns runc's exit status: its code, 128+N when killed by
+/// signal N, 255 when it cannot be reaped.
+pub(crate) fn wait_exit(pid: Pid, queue: signals::SignalQueue, pty: Option<i32>) -> i32 {
+    queue.forward_until_exit(pid, pty);
     loop {
         return match waitpid(pid, None) {
             Ok(WaitStatus::Exited(_, code)) => code,
@@ -119,8 +118,7 @@ pub(crate) fn run(
             })
             .transpose()?;
         crate::cli::state::start_created(&rt.root, &mut c)?;
-        let fwd = queue.forward_to(pid, relay.as_ref().map(|r| r.master().as_raw_fd()));
-        let code = wait_exit(pid, fwd);
+        let code = wait_exit(pid, queue, relay.as_ref().map(|r| r.master().as_raw_fd()));
         if let Some(r) = relay {
             r.finish(DRAIN_TIMEOUT);
         }

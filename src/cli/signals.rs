@@ -2,17 +2,18 @@
 //!
 //! Names follow runc: `KILL`, `SIGKILL`, `kill` and `9` are the same signal.
 //! Forwarding: handlers installed before the container exists write the signal number
-//! to a pipe; once the container's pid is known a thread sends each one on, so a
-//! signal that arrives during `create` is delivered after `start` rather than lost.
+//! to a pipe; once the container's pid is known the waiting thread sends each one on,
+//! so a signal that arrives during `create` is delivered after `start` rather than
+//! lost. No thread of its own: starting and stopping one per `run` cost more than the
+//! poll loop (its stack's unmap is a TLB-flush IPI to every other CPU).
 
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{Pid, pipe2};
 
 /// A signal the user named that does not exist.
@@ -82,7 +83,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Handlers installed, signals queued in a pipe until [`SignalQueue::forward_to`].
+/// Handlers installed, signals queued in a pipe until
+/// [`SignalQueue::forward_until_exit`].
 pub(crate) struct SignalQueue {
     read: OwnedFd,
 }
@@ -108,58 +110,75 @@ pub(crate) fn install() -> nix::Result<SignalQueue> {
     Ok(SignalQueue { read })
 }
 
-/// The forwarding thread; stop it before reaping the process it signals.
-pub(crate) struct Forwarder {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
+/// How often the exit is checked where pidfds are missing (Linux < 5.3).
+const NO_PIDFD_TICK_MS: u16 = 10;
 
 impl SignalQueue {
-    /// Sends every queued and future signal to `pid`; SIGWINCH resizes `pty` instead.
-    pub(crate) fn forward_to(self, pid: Pid, pty: Option<i32>) -> Forwarder {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let read = self.read;
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            while !flag.load(Ordering::Relaxed) {
-                let mut pfd = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
-                if poll(&mut pfd, PollTimeout::NONE).is_err() {
-                    continue;
+    /// Sends every queued and future signal to `pid` (SIGWINCH resizes `pty` instead)
+    /// until `pid`, a child of this process, has exited. Returns without reaping it,
+    /// so no forwarded signal can reach a recycled pid; signals arriving later are
+    /// dropped. The exit is seen through a pidfd (pidfd_open(2)), else by
+    /// waitid(WNOHANG|WNOWAIT) every [`NO_PIDFD_TICK_MS`].
+    pub(crate) fn forward_until_exit(self, pid: Pid, pty: Option<i32>) {
+        let pidfd = crate::sys::pidfd::open(pid).ok();
+        let tick = match pidfd {
+            Some(_) => PollTimeout::NONE,
+            None => PollTimeout::from(NO_PIDFD_TICK_MS),
+        };
+        loop {
+            self.drain(pid, pty);
+            let exited = match &pidfd {
+                Some(fd) => {
+                    let mut pfd = [
+                        PollFd::new(self.read.as_fd(), PollFlags::POLLIN),
+                        PollFd::new(fd.as_fd(), PollFlags::POLLIN),
+                    ];
+                    // EINTR: a handler ran, its byte is in the pipe.
+                    let _ = poll(&mut pfd, tick);
+                    pfd[1].revents().is_some_and(|r| !r.is_empty())
                 }
-                let Ok(n) = nix::unistd::read(read.as_raw_fd(), &mut buf) else {
-                    continue;
-                };
-                for &b in &buf[..n] {
-                    if flag.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    // Byte 0 is the stop request, not a signal.
-                    let Ok(sig) = Signal::try_from(b as i32) else {
-                        continue;
-                    };
-                    match (sig, pty) {
-                        (Signal::SIGWINCH, Some(m)) => crate::cli::tty::copy_window_size(m),
-                        (Signal::SIGWINCH, None) => {}
-                        _ => {
-                            let _ = kill(pid, sig);
-                        }
+                None => {
+                    let mut pfd = [PollFd::new(self.read.as_fd(), PollFlags::POLLIN)];
+                    let _ = poll(&mut pfd, tick);
+                    has_exited(pid)
+                }
+            };
+            if exited {
+                return;
+            }
+        }
+    }
+
+    /// Sends on every signal queued so far.
+    fn drain(&self, pid: Pid, pty: Option<i32>) {
+        let mut buf = [0u8; 64];
+        while let Ok(n @ 1..) = nix::unistd::read(self.read.as_raw_fd(), &mut buf) {
+            for sig in buf[..n]
+                .iter()
+                .filter_map(|&b| Signal::try_from(b as i32).ok())
+            {
+                match (sig, pty) {
+                    (Signal::SIGWINCH, Some(m)) => crate::cli::tty::copy_window_size(m),
+                    (Signal::SIGWINCH, None) => {}
+                    _ => {
+                        let _ = kill(pid, sig);
                     }
                 }
             }
-        });
-        Forwarder { stop, thread }
+        }
     }
 }
 
-impl Forwarder {
-    /// Stops forwarding at once (the thread is woken through the pipe) and waits for it.
-    /// Signals arriving later are dropped.
-    pub(crate) fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        on_signal(0);
-        let _ = self.thread.join();
-    }
+/// Whether child `pid` has exited, leaving it unreaped; an error (no such child)
+/// counts as exited, so the caller's wait never spins.
+fn has_exited(pid: Pid) -> bool {
+    !matches!(
+        waitid(
+            Id::Pid(pid),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ),
+        Ok(WaitStatus::StillAlive)
+    )
 }
 
 #[cfg(test)]

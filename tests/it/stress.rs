@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -146,6 +147,62 @@ fn signals_reach_the_foreground_container() {
     match wait_with_deadline(child, Duration::from_secs(10)) {
         Some((code, _)) => assert_eq!(code, 137),
         None => panic!("run did not return after the container was killed"),
+    }
+}
+
+/// A foreground `exec -t` forwards signals too, and SIGWINCH resizes the process's
+/// terminal to the caller's new size (as runc's tty handling does) instead of being
+/// sent on: the shell reports the size the kernel's SIGWINCH found, then exits on
+/// TERM with its own code.
+#[test]
+fn a_foreground_exec_resizes_on_winch_and_forwards_term() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("b", &["sleep", "1000"]);
+    let c = Container::start(&env, &b, &env.id("winch"));
+    let size = |rows, cols| nix::pty::Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size(21, 77)), None).unwrap();
+    let script = "trap 'stty size' WINCH; trap 'exit 42' TERM; echo ready; \
+                  while true; do sleep 0.05; done";
+    let mut child = env
+        .cmd(&["exec", "-t", &c.id, "sh", "-c", script])
+        .stdin(std::fs::File::from(pty.slave.try_clone().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Bounded reads: a lost signal must fail the test, not hang it.
+    let mut read_line = |what: &str| {
+        let mut pfd = [nix::poll::PollFd::new(
+            out.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ready = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(10_000u16));
+        if ready != Ok(1) {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("no output {what} within 10 s");
+        }
+        let mut buf = [0u8; 6];
+        std::io::Read::read_exact(&mut out, &mut buf).unwrap();
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    assert_eq!(read_line("at start"), "ready\n");
+    // SAFETY: TIOCSWINSZ reads one Winsize from the pointer, which outlives the call.
+    let r = unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size(30, 90)) };
+    assert_eq!(r, 0);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGWINCH).unwrap();
+    assert_eq!(read_line("after SIGWINCH"), "30 90\n");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    match wait_with_deadline(child, Duration::from_secs(10)) {
+        Some((code, _)) => assert_eq!(code, 42),
+        None => panic!("exec did not return after SIGTERM"),
     }
 }
 
