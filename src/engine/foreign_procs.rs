@@ -7,9 +7,10 @@
 //! namespace (`destroy` in libcontainer/state_linux.go, `signalAllProcesses`), then
 //! removes the empty cgroups, logs the busy ones and completes the delete.
 //! libcontainer 0.7 kills what the cgroup lists (v1 `cgroup.procs`, v2 `cgroup.kill`:
-//! the whole subtree), and so did siloc's sub-cgroup removal: `delete A` killed a
-//! container whose cgroup was below A's. For that case siloc deletes as runc does,
-//! here; every other delete keeps libcontainer's path.
+//! the whole subtree), in every hierarchy, and so did siloc's sub-cgroup removal:
+//! `delete A` killed a container whose cgroup was below A's, and a process somebody
+//! put into A's cgroupsPath in one v1 hierarchy only. For those cases siloc deletes
+//! as runc does, here; every other delete keeps libcontainer's path.
 
 use std::path::{Path, PathBuf};
 
@@ -19,16 +20,82 @@ use libcontainer::container::Container;
 pub type Busy = (PathBuf, Vec<i32>);
 
 /// The cgroups of stopped container `c` (its directory in each hierarchy and every
-/// one below it) that hold processes, when `c` had a PID namespace of its own (a
-/// `pid` entry without `path` in its bundle's config.json); `None` when they hold
-/// none, when `c` shared a PID namespace (its processes outlive its init: killing
-/// them is right), or when the bundle's config cannot be read.
+/// one below it) that hold processes not the container's; `None` when there are none.
+///
+/// With a PID namespace of its own (a `pid` entry without `path` in its bundle's
+/// config.json) every process left is somebody else's. Sharing one (or with an
+/// unreadable config), the container's processes outlive its init, and runc 1.1.5
+/// kills them (`destroy`, `signalAllProcesses` through `GetAllPids` of the devices
+/// path): so are they here, first ([`kill_members`]), and what stays is somebody
+/// else's, such as a process put into the same cgroupsPath in only some
+/// hierarchies, which libcontainer's delete would kill in every one.
 pub fn find(c: &Container, dirs: &[PathBuf]) -> Option<Vec<Busy>> {
+    let dirs: Vec<&PathBuf> = dirs.iter().filter(|d| walkable(d)).collect();
+    if !own_pid_namespace(&c.bundle().join("config.json")) {
+        kill_members(&dirs);
+    }
     let mut busy = Vec::new();
-    for d in dirs.iter().filter(|d| walkable(d)) {
+    for d in dirs {
         collect(d, &mut busy);
     }
-    (!busy.is_empty() && own_pid_namespace(&c.bundle().join("config.json"))).then_some(busy)
+    (!busy.is_empty()).then_some(busy)
+}
+
+/// How long each of a stopped container's leftover processes may take to die.
+const MEMBER_DEATH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// SIGKILLs the container's own processes among `dirs` and waits for each to die
+/// (pidfd_send_signal, so a reused pid is never hit), in rounds while some are left
+/// and the last round changed the list (one may fork before it dies; at most 5).
+/// Its own processes: those of the devices cgroup and every one below it, as runc
+/// lists them on cgroup v1; without a devices dir (cgroup v2, or no devices
+/// hierarchy), those every dir's subtree lists. A frozen v1 freezer cgroup is thawed
+/// first: a frozen process does not die (runc's kill thaws too).
+fn kill_members(dirs: &[&PathBuf]) {
+    if let Some(f) = dirs.iter().find(|d| hierarchy_is(d, "freezer")) {
+        let _ = std::fs::write(f.join("freezer.state"), "THAWED");
+    }
+    let mut last = Vec::new();
+    for _ in 0..5 {
+        let now = members(dirs);
+        if now.is_empty() || now == last {
+            return;
+        }
+        for pid in &now {
+            crate::sys::pidfd::kill_and_wait(nix::unistd::Pid::from_raw(*pid), MEMBER_DEATH);
+        }
+        last = now;
+    }
+}
+
+/// Whether cgroup dir `d` is in the v1 hierarchy mounted at /sys/fs/cgroup/`name`.
+fn hierarchy_is(d: &Path, name: &str) -> bool {
+    d.strip_prefix("/sys/fs/cgroup")
+        .ok()
+        .and_then(|r| r.components().next())
+        .is_some_and(|h| h.as_os_str() == name)
+}
+
+/// The pids [`kill_members`] kills, sorted.
+fn members(dirs: &[&PathBuf]) -> Vec<i32> {
+    let subtree = |d: &Path| {
+        let mut busy = Vec::new();
+        collect(d, &mut busy);
+        let mut pids: Vec<i32> = busy.into_iter().flat_map(|(_, p)| p).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    };
+    if let Some(d) = dirs.iter().find(|d| hierarchy_is(d, "devices")) {
+        return subtree(d);
+    }
+    let mut sets = dirs.iter().map(|d| subtree(d));
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |acc, s| {
+        acc.into_iter()
+            .filter(|p| s.binary_search(p).is_ok())
+            .collect()
+    })
 }
 
 /// Deletes stopped container `c` without killing `busy`: removes every empty cgroup
@@ -221,6 +288,28 @@ mod tests {
         assert!(!below_root(Path::new("/sys/fs/cgroup")));
         assert!(!below_root(Path::new("/sys/fs/cgroup/memory")));
         assert!(below_root(Path::new("/sys/fs/cgroup/memory/siloc-x")));
+    }
+
+    #[test]
+    fn members_are_the_pids_every_dir_lists_without_a_devices_dir() {
+        // Plain directories stand in for cgroups of two hierarchies: 7 sits in one
+        // only (somebody else's), 42 in both, once in a sub-cgroup.
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        std::fs::create_dir_all(a.join("sub")).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("cgroup.procs"), "7\n").unwrap();
+        std::fs::write(a.join("sub/cgroup.procs"), "42\n").unwrap();
+        std::fs::write(b.join("cgroup.procs"), "42\n").unwrap();
+        assert_eq!(members(&[&a, &b]), vec![42]);
+        assert!(hierarchy_is(
+            Path::new("/sys/fs/cgroup/devices/x"),
+            "devices"
+        ));
+        assert!(!hierarchy_is(
+            Path::new("/sys/fs/cgroup/pids/devices"),
+            "devices"
+        ));
     }
 
     #[test]

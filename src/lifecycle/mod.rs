@@ -624,7 +624,8 @@ fn delete_engine(
     if c.refresh_status().is_ok() && c.status() == libcontainer::container::ContainerStatus::Stopped
     {
         // Processes in a stopped container's cgroups that are not its own (another
-        // container's cgroup below it) are left alive, as runc leaves them.
+        // container's cgroup below it, a process put into one v1 hierarchy only) are
+        // left alive, as runc leaves them; its own ones left are killed first.
         let dirs = crate::engine::foreign_procs::dirs_of(c);
         if let Some(busy) = crate::engine::foreign_procs::find(c, &dirs) {
             return crate::engine::foreign_procs::delete_leaving(c, &dirs, extras, &busy)

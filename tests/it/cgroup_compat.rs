@@ -256,7 +256,7 @@ fn per_device_bfq_weights_are_written() {
 }
 
 /// Kills and reaps the child on drop, also when the test fails.
-struct Reaped(std::process::Child);
+pub(crate) struct Reaped(pub(crate) std::process::Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {

@@ -774,6 +774,70 @@ impl Drop for TestCgroup {
     }
 }
 
+/// `delete` of a stopped container that shared a PID namespace kills what is left of
+/// its own, as runc 1.1.5 does (the pids its v1 devices cgroup lists), and leaves
+/// alive a process somebody put into its cgroupsPath in one hierarchy only:
+/// libcontainer's delete SIGKILLed every pid of every hierarchy's dir.
+#[test]
+fn delete_of_a_shared_pid_namespace_container_kills_only_its_own() {
+    needs_root!();
+    if !std::path::Path::new("/sys/fs/cgroup/devices/cgroup.procs").exists()
+        || !std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+    {
+        eprintln!("SKIPPED: no cgroup v1 devices and pids hierarchies");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.id("sharedpid");
+    let name = format!("siloc-test-{id}");
+    let _cgroups = TestCgroup(name.clone());
+    // The init leaves a child behind: with the host's PID namespace it outlives it.
+    let mut b = env.bundle("b", &["sh", "-c", "sleep 1001 & echo started"]);
+    b.edit(|s| {
+        s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}"));
+        let ns = s["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        ns.retain(|n| n["type"] != "pid");
+    });
+    let c = Container::start(&env, &b, &id);
+    assert!(c.wait_status("stopped", 10));
+    let procs = |h: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{h}/{name}/cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse::<i32>().ok())
+            .collect::<Vec<_>>()
+    };
+    let own = procs("devices");
+    assert_eq!(own.len(), 1, "the container's sleep: {own:?}");
+    let foreign = crate::cgroup_compat::Reaped(
+        std::process::Command::new("sleep")
+            .arg("1002")
+            .spawn()
+            .unwrap(),
+    );
+    let fpid = foreign.0.id() as i32;
+    std::fs::write(
+        format!("/sys/fs/cgroup/pids/{name}/cgroup.procs"),
+        fpid.to_string(),
+    )
+    .unwrap();
+    let o = env.siloc(&["delete", &id]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("are not the container's"), "{err}");
+    // A zombie counts as dead: the reparented sleep is reaped by whoever adopted it.
+    let alive = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+    };
+    assert!(alive(fpid), "the foreign process {fpid} was killed: {err}");
+    assert!(!alive(own[0]), "the container's own {} survived", own[0]);
+    assert!(!env.ok(&["list", "-q"]).contains(&id));
+    drop(foreign);
+    drop(c);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 /// `create` into a frozen cgroup (v1 freezer) fails at once, naming it, instead of
 /// hanging with the init stopped in it; nothing is left behind.
 #[test]
