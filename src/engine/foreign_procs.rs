@@ -123,7 +123,7 @@ pub fn delete_leaving(
         );
     }
     for d in dirs.iter().filter(|d| walkable(d)) {
-        remove_empty(d);
+        let _ = super::v1_subcgroups::remove_empty_tree(d);
     }
     // The extra cgroups (hybrid unified, name=systemd): each empty one, deepest first;
     // one above the other container's stays. Not walked: a pod's shared level is listed.
@@ -133,7 +133,12 @@ pub fn delete_leaving(
         for d in dirs.iter().rev() {
             // A parent siloc made (a pod's level) is shared: kept without a word.
             let parent = super::cgroup_compat::is_shared_parent(&dirs, d);
-            if let Err(e) = std::fs::remove_dir(d)
+            let removed = if parent {
+                std::fs::remove_dir(d)
+            } else {
+                super::v1_subcgroups::remove_empty_tree(d)
+            };
+            if let Err(e) = removed
                 && e.kind() != std::io::ErrorKind::NotFound
                 && !parent
             {
@@ -198,14 +203,6 @@ fn collect(dir: &Path, busy: &mut Vec<Busy>) {
     for child in super::v1_subcgroups::subdirs(dir).unwrap_or_default() {
         collect(&child, busy);
     }
-}
-
-/// rmdir(2) of `dir` and every empty cgroup below it, deepest first; busy ones stay.
-fn remove_empty(dir: &Path) {
-    for child in super::v1_subcgroups::subdirs(dir).unwrap_or_default() {
-        remove_empty(&child);
-    }
-    let _ = std::fs::remove_dir(dir);
 }
 
 /// Whether the config.json at `path` gives the container a PID namespace of its own:
@@ -313,9 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn empty_cgroups_go_busy_ones_stay() {
-        // Plain directories stand in for cgroups: rmdir fails on a non-empty one as
-        // it does on a busy cgroup.
+    fn busy_cgroups_are_the_ones_listing_processes() {
         let t = tempfile::tempdir().unwrap();
         let top = t.path().join("a");
         std::fs::create_dir_all(top.join("inner/deeper")).unwrap();
@@ -324,9 +319,5 @@ mod tests {
         let mut busy = Vec::new();
         collect(&top, &mut busy);
         assert_eq!(busy, vec![(top.join("inner"), vec![42])]);
-        remove_empty(&top);
-        assert!(!top.join("empty").exists());
-        assert!(!top.join("inner/deeper").exists());
-        assert!(top.join("inner").exists());
     }
 }

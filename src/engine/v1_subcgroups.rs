@@ -41,6 +41,22 @@ pub fn remove_below(dirs: &[PathBuf]) -> Result<(), SubCgroupError> {
     Ok(())
 }
 
+/// rmdir(2) of cgroup `dir`; when that fails (EBUSY: it holds processes or
+/// sub-cgroups, cgroups(7)), rmdir of every empty cgroup below it, deepest first, and
+/// of `dir` again, as runc's cgroups.RemovePath walks. Nothing is killed: a busy
+/// cgroup stays, and so does every one above it.
+///
+/// Errors: the last rmdir of `dir` (NotFound when it was already gone).
+pub fn remove_empty_tree(dir: &Path) -> std::io::Result<()> {
+    if std::fs::remove_dir(dir).is_ok() {
+        return Ok(());
+    }
+    for child in subdirs(dir).unwrap_or_default() {
+        let _ = remove_empty_tree(&child);
+    }
+    std::fs::remove_dir(dir)
+}
+
 pub(super) fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, SubCgroupError> {
     let io = |err| SubCgroupError::Io {
         path: dir.to_path_buf(),
@@ -122,5 +138,25 @@ mod tests {
         assert!(top.is_dir());
         assert!(!top.join("a").exists() && !top.join("c").exists());
         assert!(t.path().join("sibling").is_dir());
+    }
+
+    #[test]
+    fn an_empty_tree_goes_and_a_busy_branch_keeps_its_parents() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("ctr");
+        std::fs::create_dir_all(top.join("a/b")).unwrap();
+        std::fs::create_dir_all(top.join("c")).unwrap();
+        // a file stands for a cgroup's processes: its dir cannot be removed
+        std::fs::write(top.join("c/busy"), "").unwrap();
+        assert!(remove_empty_tree(&top).is_err());
+        assert!(!top.join("a").exists());
+        assert!(top.join("c/busy").exists());
+        std::fs::remove_file(top.join("c/busy")).unwrap();
+        remove_empty_tree(&top).unwrap();
+        assert!(!top.exists());
+        assert_eq!(
+            remove_empty_tree(&top).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
     }
 }
