@@ -23,8 +23,10 @@
 //!   ones (`name=systemd`) and, on the hybrid, the unified one, at the container's
 //!   cgroup path, as runc's fs manager does: siloc makes them before libcontainer
 //!   forks and its children are born in them ([`make_extra`],
-//!   engine::cgroup_handoff); the directories siloc made are recorded and removed at
-//!   delete ([`remove_extra`]).
+//!   engine::cgroup_handoff); the container's own directories (made or found) and
+//!   the parents siloc made are recorded and removed at delete ([`remove_extra`]),
+//!   empty sub-cgroups below the own ones included, as runc's fs manager removes a
+//!   container's paths whoever made them.
 //!
 //! The systemd driver is left alone (systemd owns those cgroups).
 
@@ -35,8 +37,9 @@ use oci_spec::runtime::{LinuxBlockIo, Spec};
 use crate::sys::cgroup::{Hierarchy, controller_dir_of, hierarchies, path_in, v1_dir_of};
 use crate::sys::mountinfo::Mount;
 
-/// The file, in the container's record dir, listing the extra cgroup directories
-/// siloc made for it (one absolute path a line, parents first).
+/// The file, in the container's record dir, listing the container's extra cgroup
+/// directories: the parents siloc made and its own ones (one absolute path a line,
+/// parents first).
 pub const EXTRA_CGROUPS_FILE: &str = "extra-cgroups";
 
 /// Errors, in runc's words where runc has them.
@@ -381,7 +384,10 @@ pub fn after_create(spec: &Spec, pid: i32, mounts: &[Mount]) -> Result<(), Cgrou
 /// Each directory made is listed in `record_dir`'s [`EXTRA_CGROUPS_FILE`] before it is
 /// made, so a create killed between the two (SIGKILL of siloc or its shim) leaves a
 /// list for `delete --force` to remove it by, never an unlisted directory
-/// ([`remove_extra`] takes a listed one that was never made as gone).
+/// ([`remove_extra`] takes a listed one that was never made as gone). The container's
+/// own directory is listed also when it was there already (another container's at
+/// the same cgroupsPath, deleted first while this one ran, kept it): runc removes a
+/// container's cgroup paths at delete whoever made them.
 ///
 /// Errors: [`CgroupCompatError::Io`] naming the list or the directory.
 pub fn make_extra(
@@ -394,6 +400,8 @@ pub fn make_extra(
         return Ok(Vec::new());
     };
     let mut missing: Vec<PathBuf> = Vec::new();
+    // The own directories found already there, then everything to make.
+    let mut listed: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for h in extra_hierarchies(&hierarchies(mounts)) {
         let dir = dir_in(&h, own, &cg);
@@ -403,17 +411,21 @@ pub fn make_extra(
             .map(Path::to_path_buf)
             .collect();
         here.reverse();
+        if here.is_empty() && dir != h.mount_point && dir.starts_with(&h.mount_point) {
+            listed.push(dir.clone());
+        }
         missing.extend(here);
         out.push(dir);
     }
-    if missing.is_empty() {
+    listed.extend(missing.iter().cloned());
+    if listed.is_empty() {
         return Ok(out);
     }
     // One write of the whole list, parents first: rewriting it per hierarchy replaced a
     // file the filesystem had to allocate first (ext4's replace-by-rename heuristic),
     // and freeing those blocks again costs a synchronous discard at delete on a state
     // root mounted with `discard`.
-    let list: String = missing
+    let list: String = listed
         .iter()
         .map(|d| format!("{}\n", d.display()))
         .collect();
@@ -452,7 +464,9 @@ pub fn is_shared_parent(dirs: &[PathBuf], d: &Path) -> bool {
 
 /// Removes the extra cgroup directories listed in `record_dir` (deepest first);
 /// gone ones are fine. Waits up to `wait` for the last processes to leave the
-/// container's own directories (the deepest of each hierarchy). A parent it made (a
+/// container's own directories (the deepest of each hierarchy), and removes the empty
+/// cgroups below those (a stopped container's nested below it, not yet deleted, as
+/// runc's recursive removal takes them). A parent it made (a
 /// pod's level, shared with the pod's other containers) is removed only when it is
 /// already empty: its siblings may outlive this container, as a pod's app containers
 /// outlive its sandbox in StopPodSandbox (runc removes only the leaf, too).
@@ -467,7 +481,12 @@ pub fn remove_extra(record_dir: &Path, wait: std::time::Duration) -> Result<(), 
     for d in dirs.iter().rev() {
         let parent = is_shared_parent(&dirs, d);
         loop {
-            match std::fs::remove_dir(d) {
+            let removed = if parent {
+                std::fs::remove_dir(d)
+            } else {
+                super::v1_subcgroups::remove_empty_tree(d)
+            };
+            match removed {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                 Err(e) if parent => {

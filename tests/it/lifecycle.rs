@@ -751,8 +751,6 @@ fn pidfd_socket_receives_the_processes_pidfds() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
-/// Thaws and removes a v1 freezer cgroup the test made (and what siloc may have made
-/// below it in any hierarchy) when dropped.
 /// A test's cgroup `/<name>` (its `ctr` and `inner` children too), thawed and removed
 /// from every hierarchy when dropped.
 struct TestCgroup(String);
@@ -997,6 +995,87 @@ fn delete_leaves_a_container_in_a_cgroup_below_alive() {
     );
     assert_eq!(env.state(&inner)["status"], "running");
     assert!(!env.ok(&["list", "-q"]).contains(&outer));
+    drop(cb);
+    drop(ca);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+/// The hierarchies (v1 ones, the hybrid's unified and named ones) still holding the
+/// test's cgroup `/<name>`.
+fn cgroups_left(name: &str) -> Vec<std::path::PathBuf> {
+    let mut roots: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+        .map(|rd| rd.flatten().map(|h| h.path()).collect())
+        .unwrap_or_default();
+    roots.push("/sys/fs/cgroup".into());
+    roots
+        .into_iter()
+        .map(|h| h.join(name))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Two containers at one cgroupsPath: `delete` of the first, stopped, while the
+/// second runs keeps the cgroups; `delete` of the second removes them from every
+/// hierarchy, the hybrid's unified and name=systemd ones included, which the second
+/// found made by the first (runc removes a container's cgroup paths whoever made
+/// them).
+#[test]
+fn two_containers_at_one_cgroups_path_leave_no_cgroup() {
+    needs_root!();
+    let env = TestEnv::new();
+    let first = env.id("first");
+    let name = format!("siloc-test-{first}");
+    let _cgroups = TestCgroup(name.clone());
+    let path = serde_json::json!(format!("/{name}"));
+    let mut a = env.bundle("a", &["true"]);
+    a.edit(|s| s["linux"]["cgroupsPath"] = path.clone());
+    let mut b = env.bundle("b", &["sleep", "1000"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = path.clone());
+    let ca = Container::start(&env, &a, &first);
+    assert!(ca.wait_status("stopped", 10));
+    let second = env.id("second");
+    let cb = Container::start(&env, &b, &second);
+    let o = env.siloc(&["delete", &first]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!cgroups_left(&name).is_empty());
+    assert_eq!(env.state(&second)["status"], "running");
+    env.ok(&["delete", "--force", &second]);
+    assert_eq!(cgroups_left(&name), Vec::<std::path::PathBuf>::new());
+    drop(cb);
+    drop(ca);
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+/// `delete` of a stopped container whose cgroup holds a stopped, not yet deleted
+/// container's cgroup below it succeeds at once and removes both, as runc's
+/// recursive cgroup removal does (it failed after 10 s on the busy unified dir); the
+/// inner container's `delete` then succeeds too.
+#[test]
+fn delete_of_a_stopped_parent_takes_a_stopped_childs_cgroups() {
+    needs_root!();
+    let env = TestEnv::new();
+    let outer = env.id("outer");
+    let name = format!("siloc-test-{outer}");
+    let _cgroups = TestCgroup(name.clone());
+    let mut a = env.bundle("a", &["true"]);
+    a.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/inner")));
+    let ca = Container::start(&env, &a, &outer);
+    let inner = env.id("inner");
+    let cb = Container::start(&env, &b, &inner);
+    assert!(ca.wait_status("stopped", 10) && cb.wait_status("stopped", 10));
+    let t0 = std::time::Instant::now();
+    let o = env.siloc(&["delete", &outer]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "delete took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(cgroups_left(&name), Vec::<std::path::PathBuf>::new());
+    env.ok(&["delete", &inner]);
+    assert!(!env.ok(&["list", "-q"]).contains(&inner));
     drop(cb);
     drop(ca);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
