@@ -148,6 +148,10 @@ pub const ROOTFS_PROPAGATION: [&str; 8] = [
     "runbindable",
 ];
 
+/// The largest uid or gid a process may ask for: runc's MaxInt32 (a negative Go int32
+/// above it, and 4294967295 is (uid_t)-1, "unchanged" to setresuid(2)).
+pub const MAX_ID: u32 = i32::MAX as u32;
+
 /// Checks the rules of runtime-spec `config.md` and `config-linux.md` that a runtime
 /// must enforce at create time. Errors: (field path, message).
 pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
@@ -179,6 +183,24 @@ pub fn validate(spec: &Spec) -> Result<(), (String, String)> {
     }
     if let Err((i, msg)) = check_env(process.env().as_deref().unwrap_or_default()) {
         return bad(&format!("process.env[{i}]"), msg);
+    }
+    // 4294967295 is (uid_t)-1, which setresuid(2) takes as "leave unchanged": the
+    // process stayed root. runc 1.1 refuses above MaxInt32 (init_linux.go setupUser).
+    let user = process.user();
+    let mut ids = vec![
+        ("process.user.uid".to_string(), user.uid()),
+        ("process.user.gid".to_string(), user.gid()),
+    ];
+    for (i, g) in user.additional_gids().iter().flatten().enumerate() {
+        ids.push((format!("process.user.additionalGids[{i}]"), *g));
+    }
+    if let Some((field, id)) = ids.into_iter().find(|(_, id)| *id > MAX_ID) {
+        return bad(
+            &field,
+            &format!(
+                "{id} is outside 0..{MAX_ID} (runc: uids and gids must be in range 0-{MAX_ID})"
+            ),
+        );
     }
     // The kernel's range (proc(5), /proc/PID/oom_score_adj); libcontainer's write
     // failed as "io error", runc's nsexec as below.
@@ -282,6 +304,24 @@ mod tests {
     #[test]
     fn good_spec_passes() {
         check(GOOD).unwrap();
+    }
+
+    #[test]
+    fn ids_above_max_int32_are_named_as_runc_refuses_them() {
+        let user = |u: &str| GOOD.replace(r#""uid":0,"gid":0"#, u);
+        assert!(check(&user(r#""uid":2147483647,"gid":1,"additionalGids":[5]"#)).is_ok());
+        for (u, field) in [
+            (r#""uid":4294967295,"gid":0"#, "process.user.uid"),
+            (r#""uid":0,"gid":2147483648"#, "process.user.gid"),
+            (
+                r#""uid":0,"gid":0,"additionalGids":[5,4294967295]"#,
+                "process.user.additionalGids[1]",
+            ),
+        ] {
+            let (f, m) = check(&user(u)).unwrap_err();
+            assert_eq!(f, field);
+            assert!(m.contains("must be in range 0-2147483647"), "{m}");
+        }
     }
 
     #[test]
