@@ -271,10 +271,8 @@ impl IoPlan {
 /// annotations on top. Errors: [`AnnotationError`] naming the annotation (unknown class,
 /// bad syntax, out-of-range value).
 pub fn plan(a: &HashMap<String, String>, cfg: &IoConfig) -> Result<IoPlan, AnnotationError> {
-    let err = |key: &str, msg: String| AnnotationError {
-        key: key.to_string(),
-        msg,
-    };
+    // cut to a size a CRI error carries (annotations::err)
+    let err = |key: &str, msg: String| crate::annotations::err(key, msg);
     let class = match a.get(ann::IO_CLASS) {
         Some(c) => {
             if !cfg.class.contains_key(c.as_str()) {

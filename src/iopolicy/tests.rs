@@ -926,3 +926,13 @@ fn host_knobs_write_only_what_was_asked() {
         .to_string();
     assert!(e.contains("io.cost needs cgroup v2"), "{e}");
 }
+
+#[test]
+fn a_huge_annotation_value_gives_an_error_a_cri_reply_carries() {
+    let huge = "x".repeat(120_000);
+    for key in [ann::IO_MAX, ann::IO_CLASS, ann::IO_WEIGHT, ann::IO_LATENCY] {
+        let e = plan(&ann(&[(key, &huge)]), &IoConfig::default()).unwrap_err();
+        assert_eq!(e.key, key);
+        assert!(e.msg.len() < 1024, "{key}: {} bytes", e.msg.len());
+    }
+}

@@ -103,10 +103,8 @@ pub(crate) fn plan(
     spec: &Spec,
     cfg: &NumaConfig,
 ) -> Result<NumaPlan, AnnotationError> {
-    let bad = |msg: String| AnnotationError {
-        key: ann::NUMA.to_string(),
-        msg,
-    };
+    // cut to a size a CRI error carries (annotations::err)
+    let bad = |msg: String| crate::annotations::err(ann::NUMA, msg);
     let mode = match a.get(ann::NUMA) {
         Some(v) => NumaMode::parse(v).map_err(bad)?,
         None => NumaMode::parse(&cfg.default)
@@ -662,6 +660,9 @@ mod tests {
             NumaMode::Node(1)
         );
         assert_eq!(plan(&a("off"), &spec, &cfg).unwrap().mode, NumaMode::Off);
+        // a CRI error reply carries it (annotations::err), not 120 KB
+        let e = plan(&a(&"x".repeat(120_000)), &spec, &cfg).unwrap_err();
+        assert!(e.key == ann::NUMA && e.msg.len() < 1024, "{}", e.msg.len());
         let e = plan(&a("yes"), &spec, &cfg).unwrap_err();
         assert_eq!(e.key, ann::NUMA);
         let bad: Spec =
