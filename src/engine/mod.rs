@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod idmapped_mounts;
 pub mod init_cause;
 pub mod io_weight;
+pub mod killed_create;
 pub mod lsm_check;
 pub mod mount_compat;
 pub mod mount_fixups;

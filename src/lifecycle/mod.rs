@@ -603,6 +603,22 @@ fn delete_engine(
         crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         let _ = c.refresh_status();
     }
+    // A create killed inside libcontainer saved no pid, and its init lives on
+    // (engine::killed_create): found by its cgroups, it dies before the ID range goes.
+    if c.pid().is_none() {
+        let mut dirs = crate::engine::foreign_procs::dirs_of(c);
+        dirs.extend(
+            extras
+                .and_then(crate::engine::cgroup_compat::extra_dirs)
+                .unwrap_or_default(),
+        );
+        if let Err(left) = crate::engine::killed_create::kill(&dirs, c.id()) {
+            return Err(LifecycleError::Other(format!(
+                "container {}: process(es) {left:?} of its killed create did not die",
+                c.id()
+            )));
+        }
+    }
     // Kill first and wait for the init to be gone (its pid namespace with it), so
     // libcontainer finds an empty cgroup instead of sleeping through its retries.
     if let Some(pid) = c.pid()
