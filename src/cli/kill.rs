@@ -42,6 +42,13 @@ pub(crate) fn kill(ctx: &Ctx, a: KillArgs) -> anyhow::Result<()> {
     let sig = Signal::try_from(n).map_err(|_| anyhow::anyhow!("unknown signal {:?}", a.signal))?;
     match c.status() {
         ContainerStatus::Stopped if !a.all => anyhow::bail!("container not running"),
+        // Its cgroup gone (a pod's StopPodSandbox removed a nested one): nothing to
+        // signal, as runc; libcontainer failed and left the freezer made and FROZEN.
+        ContainerStatus::Stopped
+            if !engine::foreign_procs::has_listing_cgroup(&engine::foreign_procs::dirs_of(&c)) =>
+        {
+            return Ok(());
+        }
         _ => {}
     }
     // runc (1.2+): SIGKILL to a container in the host's PID namespace goes to every

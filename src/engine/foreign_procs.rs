@@ -68,6 +68,18 @@ fn kill_members(dirs: &[&PathBuf]) {
     }
 }
 
+/// Whether a stopped container whose cgroup dirs are `dirs` ([`dirs_of`]) still has a
+/// cgroup to list processes through: its devices dir on cgroup v1 (runc's
+/// `GetAllPids` path), else its first dir. runc 1.1.5's `kill --all` of a stopped
+/// container without one signals nothing and succeeds; libcontainer's fails on the
+/// missing dir after it froze (and so made again) the freezer dir.
+pub fn has_listing_cgroup(dirs: &[PathBuf]) -> bool {
+    dirs.iter()
+        .find(|d| hierarchy_is(d, "devices"))
+        .or(dirs.first())
+        .is_some_and(|d| d.is_dir())
+}
+
 /// Whether cgroup dir `d` is in the v1 hierarchy mounted at /sys/fs/cgroup/`name`.
 fn hierarchy_is(d: &Path, name: &str) -> bool {
     d.strip_prefix("/sys/fs/cgroup")
@@ -307,6 +319,17 @@ mod tests {
             Path::new("/sys/fs/cgroup/pids/devices"),
             "devices"
         ));
+    }
+
+    #[test]
+    fn the_devices_dir_lists_a_stopped_containers_processes() {
+        let t = tempfile::tempdir().unwrap();
+        let here = t.path().to_path_buf();
+        let gone = PathBuf::from("/sys/fs/cgroup/devices/siloc-unit-test-never-made");
+        assert!(!has_listing_cgroup(&[]));
+        assert!(has_listing_cgroup(std::slice::from_ref(&here)));
+        assert!(!has_listing_cgroup(&[here.clone(), gone]));
+        assert!(!has_listing_cgroup(&[here.join("gone"), here]));
     }
 
     #[test]
