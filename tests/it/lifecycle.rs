@@ -1080,3 +1080,67 @@ fn delete_of_a_stopped_parent_takes_a_stopped_childs_cgroups() {
     drop(ca);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
+
+/// `delete --force` of a create killed inside libcontainer (state `creating`, no pid:
+/// what libcontainer saves before its init reported ready) kills the init left
+/// waiting for `start`, then removes its cgroups and releases its ID range. Before,
+/// the init lived on, pid 1 of its PID namespace, in the container's cgroups, and the
+/// next container got its range (engine::killed_create).
+#[test]
+fn delete_of_a_create_killed_inside_libcontainer_kills_its_init() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut b = env.bundle("b", &["true"]);
+    b.annotate("io.siloc.userns", "auto");
+    let id = env.id("half");
+    let c = Container::create(&env, &b, &id);
+    let init = env.state(&id)["pid"].as_i64().expect("pid");
+    let file = env.root.join(&id).join("state.json");
+    let mut st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    st["status"] = "creating".into();
+    st.as_object_mut().unwrap().remove("pid");
+    std::fs::write(&file, st.to_string()).unwrap();
+    let o = env.siloc(&["delete", "--force", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // gone, or dead and not yet reaped by the host's init
+    let stat = std::fs::read_to_string(format!("/proc/{init}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(") ").map(|(_, r)| &r[..1]);
+    assert!(
+        matches!(state, None | Some("Z" | "X")),
+        "the init {init} lives on: {stat}"
+    );
+    drop(c);
+    env.assert_no_trace(&id);
+}
+
+/// `kill --all` of a stopped container whose v1 devices cgroup is gone (a pod's
+/// StopPodSandbox removed the nested cgroups of another pod) signals nothing and
+/// succeeds, as runc 1.1.5; it failed reading the devices dir and left the freezer dir
+/// made again and FROZEN, so the runc shim never completed the pod's stop.
+#[test]
+fn kill_all_of_a_stopped_container_without_its_cgroup_succeeds() {
+    needs_root!();
+    let devices = std::path::Path::new("/sys/fs/cgroup/devices");
+    if !devices.join("cgroup.procs").exists() {
+        eprintln!("SKIPPED: no cgroup v1 devices hierarchy");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.id("gone");
+    let name = format!("siloc-test-{id}");
+    let _cgroups = TestCgroup(name.clone());
+    let mut b = env.bundle("b", &["true"]);
+    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
+    let c = Container::start(&env, &b, &id);
+    assert!(c.wait_status("stopped", 10));
+    std::fs::remove_dir(devices.join(&name)).unwrap();
+    env.ok(&["kill", "--all", &id, "KILL"]);
+    let freezer = format!("/sys/fs/cgroup/freezer/{name}/freezer.state");
+    let st = std::fs::read_to_string(&freezer).unwrap_or_default();
+    assert!(!st.contains("FROZEN"), "{freezer}: {st}");
+    env.ok(&["delete", &id]);
+    assert_eq!(cgroups_left(&name), Vec::<std::path::PathBuf>::new());
+    drop(c);
+    env.assert_no_trace(&id);
+}
