@@ -202,13 +202,18 @@ fn below_root(d: &Path) -> bool {
     d != root && d.parent().is_some_and(|p| p != root)
 }
 
-/// Appends `dir` and every cgroup below it that lists processes.
-fn collect(dir: &Path, busy: &mut Vec<Busy>) {
-    let pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+/// The pids cgroup `dir`'s `cgroup.procs` lists; none when it cannot be read.
+pub(super) fn procs_of(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.trim().parse().ok())
-        .collect();
+        .collect()
+}
+
+/// Appends `dir` and every cgroup below it that lists processes.
+fn collect(dir: &Path, busy: &mut Vec<Busy>) {
+    let pids = procs_of(dir);
     if !pids.is_empty() {
         busy.push((dir.to_path_buf(), pids));
     }

@@ -26,7 +26,7 @@ const DEATH: std::time::Duration = std::time::Duration::from_secs(2);
 pub fn find(dirs: &[PathBuf], id: &str) -> Vec<i32> {
     let mut pids: Vec<i32> = dirs
         .iter()
-        .flat_map(|d| procs(d))
+        .flat_map(|d| super::foreign_procs::procs_of(d))
         .filter(|pid| is_clone_of(Path::new(&format!("/proc/{pid}")), id))
         .collect();
     pids.sort_unstable();
@@ -42,14 +42,6 @@ pub fn kill(dirs: &[PathBuf], id: &str) -> Result<(), Vec<i32>> {
         .filter(|pid| !crate::sys::pidfd::kill_and_wait(nix::unistd::Pid::from_raw(*pid), DEATH))
         .collect();
     if left.is_empty() { Ok(()) } else { Err(left) }
-}
-
-fn procs(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// Whether the process at `proc_dir` (a /proc/PID) is a clone of container `id`'s create.

@@ -965,6 +965,21 @@ fn delete_right_after_kill_waits_for_the_dying_init() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+/// Bundles `a`, running `true` at the test's cgroup `/siloc-test-<outer>`, and `b`,
+/// running `inner_args` at `/siloc-test-<outer>/inner`; the guard removes both cgroups.
+fn nested_bundles(
+    env: &TestEnv,
+    outer: &str,
+    inner_args: &[&str],
+) -> (TestCgroup, common::Bundle, common::Bundle) {
+    let name = format!("siloc-test-{outer}");
+    let mut a = env.bundle("a", &["true"]);
+    a.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
+    let mut b = env.bundle("b", inner_args);
+    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/inner")));
+    (TestCgroup(name), a, b)
+}
+
 /// `delete` of a stopped container with its own PID namespace leaves alive what its
 /// cgroup still holds: another container's processes, whose cgroupsPath is below it.
 /// runc 1.1.5 kills a cgroup's processes only for a container that shares a PID
@@ -974,12 +989,7 @@ fn delete_leaves_a_container_in_a_cgroup_below_alive() {
     needs_root!();
     let env = TestEnv::new();
     let outer = env.id("outer");
-    let name = format!("siloc-test-{outer}");
-    let _cgroups = TestCgroup(name.clone());
-    let mut a = env.bundle("a", &["true"]);
-    a.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
-    let mut b = env.bundle("b", &["sleep", "1000"]);
-    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/inner")));
+    let (_cgroups, a, b) = nested_bundles(&env, &outer, &["sleep", "1000"]);
     let ca = Container::start(&env, &a, &outer);
     assert!(ca.wait_status("stopped", 10));
     let inner = env.id("inner");
@@ -1055,12 +1065,8 @@ fn delete_of_a_stopped_parent_takes_a_stopped_childs_cgroups() {
     needs_root!();
     let env = TestEnv::new();
     let outer = env.id("outer");
-    let name = format!("siloc-test-{outer}");
-    let _cgroups = TestCgroup(name.clone());
-    let mut a = env.bundle("a", &["true"]);
-    a.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}")));
-    let mut b = env.bundle("b", &["true"]);
-    b.edit(|s| s["linux"]["cgroupsPath"] = serde_json::json!(format!("/{name}/inner")));
+    let (cgroups, a, b) = nested_bundles(&env, &outer, &["true"]);
+    let name = cgroups.0.clone();
     let ca = Container::start(&env, &a, &outer);
     let inner = env.id("inner");
     let cb = Container::start(&env, &b, &inner);
