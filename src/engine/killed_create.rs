@@ -7,8 +7,9 @@
 //! to the host's init, waiting for `start` on a socket whose state dir `delete
 //! --force` then removes. Nothing has a pid to kill it by, and it kept running with
 //! the container's cgroups and user-namespace ID range (which delete released, for
-//! the next container to get). runc's children die with it (its nsexec stage sets a
-//! parent-death signal); here `delete` finds them in the container's cgroups.
+//! the next container to get). runc 1.1.5's children ended with runc in the same
+//! window (9 SIGKILLs under containerd left no process); here `delete` finds them in
+//! the container's cgroups.
 
 use std::path::{Path, PathBuf};
 
