@@ -759,11 +759,7 @@ impl Drop for TestCgroup {
     fn drop(&mut self) {
         let f = format!("/sys/fs/cgroup/freezer/{}", self.0);
         let _ = std::fs::write(format!("{f}/freezer.state"), "THAWED");
-        let mut roots: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
-            .map(|rd| rd.flatten().map(|h| h.path()).collect())
-            .unwrap_or_default();
-        roots.push("/sys/fs/cgroup".into());
-        for h in roots {
+        for h in hierarchy_roots() {
             let d = h.join(&self.0);
             let _ = std::fs::remove_dir(d.join("ctr"));
             let _ = std::fs::remove_dir(d.join("inner"));
@@ -1010,14 +1006,20 @@ fn delete_leaves_a_container_in_a_cgroup_below_alive() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
-/// The hierarchies (v1 ones, the hybrid's unified and named ones) still holding the
-/// test's cgroup `/<name>`.
-fn cgroups_left(name: &str) -> Vec<std::path::PathBuf> {
+/// Every cgroup hierarchy's mount point: /sys/fs/cgroup's entries (v1 ones, the
+/// hybrid's unified and named ones) and /sys/fs/cgroup itself (pure v2).
+fn hierarchy_roots() -> Vec<std::path::PathBuf> {
     let mut roots: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
         .map(|rd| rd.flatten().map(|h| h.path()).collect())
         .unwrap_or_default();
     roots.push("/sys/fs/cgroup".into());
     roots
+}
+
+/// The hierarchies (v1 ones, the hybrid's unified and named ones) still holding the
+/// test's cgroup `/<name>`.
+fn cgroups_left(name: &str) -> Vec<std::path::PathBuf> {
+    hierarchy_roots()
         .into_iter()
         .map(|h| h.join(name))
         .filter(|d| d.is_dir())
