@@ -105,9 +105,10 @@ pub fn load(root: &Path, id: &str) -> Result<Container, EngineError> {
 /// Loads container `id` with the status libcontainer gives it (state.json, refreshed
 /// from /proc only): for a command that must know what was saved, such as `resume` of
 /// a created container frozen from outside, which stays `created`.
-/// Errors: [`EngineError::NotFound`] when no such container exists.
+/// Errors: [`EngineError::InvalidId`] for an id that is not one (runc: "invalid
+/// container ID format"), [`EngineError::NotFound`] when no such container exists.
 pub fn load_saved(root: &Path, id: &str) -> Result<Container, EngineError> {
-    validate_id(id).map_err(|_| EngineError::NotFound(id.to_string()))?;
+    validate_id(id)?;
     let dir = container_dir(root, id);
     if !dir.join("state.json").exists() {
         return Err(EngineError::NotFound(id.to_string()));

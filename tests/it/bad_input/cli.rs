@@ -107,6 +107,21 @@ fn bad_signal_and_bad_id() {
         let (ok, _, err) = env.detached(&["create", "--bundle", b.path(), bad]);
         assert!(!ok && err.contains("invalid container id"), "{bad}: {err}");
     }
+    // Every command that names a container says so, as runc does, rather than
+    // "does not exist" for a path-like id.
+    for args in [
+        &["state", "../x"][..],
+        &["kill", "../..", "KILL"],
+        &["pause", "a/b"],
+        &["resume", "a/b"],
+        &["ps", "../x"],
+        &["exec", "../x", "true"],
+        &["events", "--stats", "../x"],
+        &["update", "--pids-limit", "10", "../x"],
+    ] {
+        let err = env.fails(args);
+        assert!(err.contains("invalid container id"), "{args:?}: {err}");
+    }
 }
 
 #[test]
