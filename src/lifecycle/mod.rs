@@ -166,6 +166,21 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
             crate::sys::errno::go_io_text(&e)
         ))
     })?;
+    // runc's config validator: root.path, made absolute from the bundle's real path,
+    // must already be the rootfs's real path (no symlink on the way).
+    let expected = if root_path.is_absolute() {
+        crate::sys::paths::clean(&root_path)
+    } else {
+        std::fs::canonicalize(&bundle)
+            .map(|b| crate::sys::paths::clean(&b.join(&root_path)))
+            .unwrap_or_default()
+    };
+    if rootfs != expected {
+        return Err(LifecycleError::Other(format!(
+            "root.path {}: invalid rootfs: not an absolute path, or a symlink",
+            given_root.display()
+        )));
+    }
     if !rootfs.is_dir() {
         // libcontainer's create failed on the process's cwd ("mkdir /: ENOTDIR").
         return Err(LifecycleError::Other(format!(

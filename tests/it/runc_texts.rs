@@ -306,6 +306,11 @@ fn bad_cgroup_resources_and_rootfs_in_runc_words() {
     let afile = env.dir.path().join("afile");
     std::fs::write(&afile, "").unwrap();
     let af = afile.display().to_string();
+    // A symlink to a real directory: runc refuses it (its config validator).
+    std::fs::create_dir(env.dir.path().join("realroot")).unwrap();
+    let link = env.dir.path().join("rootlink");
+    std::os::unix::fs::symlink("realroot", &link).unwrap();
+    let ln = link.display().to_string();
     let mut cases: Vec<Case> = vec![
         (
             // was "intermediate process error cgroup error: io error: failed to write 99 ..."
@@ -329,6 +334,15 @@ fn bad_cgroup_resources_and_rootfs_in_runc_words() {
             format!(
                 "root.path {}: invalid rootfs: not a directory",
                 afile.display()
+            ),
+        ),
+        (
+            // was: ran on the symlink's target
+            "rootfs-symlink",
+            Box::new(move |s| s["root"]["path"] = json!(ln)),
+            format!(
+                "root.path {}: invalid rootfs: not an absolute path, or a symlink",
+                link.display()
             ),
         ),
         (
