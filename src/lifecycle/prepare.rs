@@ -40,6 +40,8 @@ pub enum PrepareError {
     Io(#[from] crate::sys::fs::IoAt),
     #[error("spec: {0}")]
     Spec(String),
+    #[error(transparent)]
+    OuterNs(#[from] crate::engine::outer_namespaces::OuterNsError),
 }
 
 /// Where prepare works: the state root (record), the data root and the host's ID pool.
@@ -115,7 +117,18 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         // false` pods, podman --uidmap): held in the host pool while the container
         // lives, so no range siloc hands out overlaps them; refused when too wide or
         // overlapping another container's range (userns::idpool_spec). Released by undo.
-        let joined = join_path.as_deref().map(|p| crate::sys::ns::id(p).ok());
+        // A joined namespace gone since create's first check (a pod's sandbox that
+        // stopped) gets that check's words, not an overlap with the sandbox's range.
+        let joined = match join_path.as_deref().map(crate::sys::ns::id) {
+            Some(Err(e)) => {
+                return Err(crate::engine::outer_namespaces::OuterNsError::Missing {
+                    path: join_path.clone().unwrap_or_default(),
+                    msg: crate::sys::errno::go_io_text(&e),
+                }
+                .into());
+            }
+            j => j.map(Result::ok),
+        };
         let owns = |root: &Path, id: &str| {
             joined
                 .flatten()

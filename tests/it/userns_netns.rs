@@ -323,6 +323,57 @@ fn a_user_namespace_path_of_another_type_is_refused_in_runcs_words() {
     env.assert_no_trace(&id);
 }
 
+/// An app container whose sandbox stopped (killed, not yet deleted: its range still
+/// held) between the shim's look at it and the app's create: the user namespace path
+/// is gone, and the error is runc's lstat words naming it, not an overlap with the
+/// sandbox's own range. Nothing of the app is left, and the sandbox keeps its range.
+#[test]
+fn an_app_container_of_a_stopped_sandbox_names_the_missing_namespace() {
+    needs_root!();
+    let env = TestEnv::new();
+    let mut sb = env.bundle("sandbox", &["sleep", "1000"]);
+    sb.annotate("io.siloc.userns", "auto");
+    let sid = env.id("gone-sb");
+    let s = Container::start(&env, &sb, &sid);
+    let spid = pid_of(&env, &sid);
+    let uid = range_uid(&env, &sid);
+    env.siloc(&["kill", &sid, "KILL"]);
+    // Reaped, not only stopped: a zombie's user namespace stays reachable (it comes
+    // from the task's credentials, which live until the reap).
+    let proc_dir = format!("/proc/{spid}");
+    for _ in 0..250 {
+        if !std::path::Path::new(&proc_dir).exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !std::path::Path::new(&proc_dir).exists(),
+        "{proc_dir} not reaped"
+    );
+    assert_eq!(env.state(&sid)["status"], "stopped");
+    let mut app = env.bundle("app", &["true"]);
+    app.edit(|s| {
+        set_namespace(s, "user", Some(&format!("/proc/{spid}/ns/user")));
+        let m = json!([{"containerID": 0, "hostID": uid, "size": 65536}]);
+        s["linux"]["uidMappings"] = m.clone();
+        s["linux"]["gidMappings"] = m;
+    });
+    let aid = env.id("gone-app");
+    let err = env.fails(&["create", "--bundle", app.path(), &aid]);
+    assert!(
+        err.contains(&format!(
+            "unable to create new parent process: namespace path: lstat /proc/{spid}/ns/user: \
+             no such file or directory"
+        )),
+        "{err}"
+    );
+    nothing_of(&env, &aid);
+    assert_eq!(range_uid(&env, &sid), uid, "the sandbox keeps its range");
+    drop(s);
+    env.assert_no_trace(&sid);
+}
+
 /// Nothing of container `id` is left (its state, record, ID range, processes,
 /// cgroups), while other containers of `env` may run.
 fn nothing_of(env: &TestEnv, id: &str) {
