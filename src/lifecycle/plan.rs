@@ -204,6 +204,30 @@ mod tests {
         assert_eq!(p.userns, UsernsPlan::Host);
     }
 
+    /// Values are trimmed, as the other io.siloc.* values are, and a bad size is
+    /// refused even where it would be ignored (userns off by default, or the spec's
+    /// own user namespace), so a typo does not wait for the day it applies.
+    #[test]
+    fn userns_values_are_trimmed_and_always_checked() {
+        let p = plan(&spec(&[(ann::USERNS, " auto\n")], None), &cfg("off")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Auto { size: 65536 });
+        let maps = r#""uidMappings":[{"containerID":0,"hostID":5000,"size":10}],
+                      "gidMappings":[{"containerID":0,"hostID":5000,"size":10}]"#;
+        for (a, userns) in [
+            (vec![(ann::USERNS_SIZE, "lots")], None),
+            (vec![(ann::USERNS_SIZE, "0")], None),
+            (vec![(ann::USERNS, "off"), (ann::USERNS_SIZE, "-1")], None),
+            (vec![(ann::USERNS_SIZE, "1e6")], Some(maps)),
+        ] {
+            let e = plan(&spec(&a, userns), &cfg("off")).unwrap_err();
+            assert_eq!(e.key, ann::USERNS_SIZE, "{a:?}");
+            assert!(e.msg.contains("is not a count of IDs >= 1"), "{a:?}: {e}");
+        }
+        // A good one where it does not apply is only ignored (with a warning).
+        let p = plan(&spec(&[(ann::USERNS_SIZE, "1000")], None), &cfg("off")).unwrap();
+        assert_eq!(p.userns, UsernsPlan::Host);
+    }
+
     #[test]
     fn a_userns_size_must_map_the_specs_ids() {
         let mut s = spec(&[(ann::USERNS, "auto"), (ann::USERNS_SIZE, "5")], None);

@@ -50,7 +50,8 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     let Some(sandbox) = a[SANDBOX_ID].as_str().map(str::to_string) else {
         return Ok(None);
     };
-    let wants = a[ann::USERNS] == "auto";
+    // trimmed, as siloc reads it (userns::plan)
+    let wants = a[ann::USERNS].as_str().map(str::trim) == Some("auto");
     let bad = |msg: String| ShimError::Sandbox {
         sandbox: sandbox.clone(),
         msg,

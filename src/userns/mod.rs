@@ -139,12 +139,26 @@ pub(crate) fn plan(
     let spec_ns = linux
         .and_then(|l| l.namespaces().as_ref())
         .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::User));
-    let mode = a.get(ann::USERNS).map(String::as_str);
+    // Both values are trimmed, as the other io.siloc.* values are, and checked
+    // whether or not they apply: a typo must not wait for the day it takes effect.
+    let mode = a.get(ann::USERNS).map(|m| m.trim());
     if let Some(m) = mode
         && !matches!(m, "auto" | "off")
     {
         return Err(err(ann::USERNS, format!("{m:?}: use \"auto\" or \"off\"")));
     }
+    let given_size = match a.get(ann::USERNS_SIZE) {
+        None => None,
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(err(
+                    ann::USERNS_SIZE,
+                    format!("{s:?} is not a count of IDs >= 1"),
+                ));
+            }
+        },
+    };
     if let (Some(l), Some(ns)) = (linux, spec_ns) {
         let conv = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
             m.iter()
@@ -195,18 +209,7 @@ pub(crate) fn plan(
         }
         return Ok(UsernsPlan::Host);
     }
-    let size = match a.get(ann::USERNS_SIZE) {
-        None => cfg.size,
-        Some(s) => match s.trim().parse::<u32>() {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(err(
-                    ann::USERNS_SIZE,
-                    format!("{s:?} is not a count of IDs >= 1"),
-                ));
-            }
-        },
-    };
+    let size = given_size.unwrap_or(cfg.size);
     // One container must not take the host's pool (issue 16): the cap is the config's.
     if size > cfg.max_size {
         return Err(err(
@@ -287,8 +290,8 @@ fn check_ids_fit(spec: &Spec, size: u32) -> Result<(), AnnotationError> {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "linux.{field} {maps} maps container {kind}s {mapped}, but the spec's {what} needs {kind} \
-     {id}: map it (a mapping of at least {need} IDs from container ID 0, as the kubelet's \
-     65536 for hostUsers: false)"
+     {id}: map it (at least {need} IDs from container ID 0: in a pod with io.siloc.userns=auto, \
+     set io.siloc.userns.size; for hostUsers: false the kubelet maps 65536)"
 )]
 pub struct SpecMappingError {
     field: &'static str,
@@ -413,8 +416,9 @@ mod spec_mapping_tests {
         assert_eq!(
             e,
             "linux.gidMappings [0 3000000 1] maps container gids 0..=0, but the spec's mount \
-             /dev/pts option gid=5 needs gid 5: map it (a mapping of at least 6 IDs from \
-             container ID 0, as the kubelet's 65536 for hostUsers: false)"
+             /dev/pts option gid=5 needs gid 5: map it (at least 6 IDs from container ID 0: \
+             in a pod with io.siloc.userns=auto, set io.siloc.userns.size; for hostUsers: \
+             false the kubelet maps 65536)"
         );
         // Enough gids: fine; a uid the uid map misses is named as a uid.
         check_spec_maps_fit(&s, &map(0, 3_000_000, 1), &map(0, 3_000_000, 6)).unwrap();
