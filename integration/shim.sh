@@ -552,13 +552,16 @@ c_pod_rss() {
   leftovers "$T/mounts.before"
 }
 
-# A plain pod (no user namespace) through the shim.
+# A plain pod (no user namespace) through the shim; siloc's warnings reach containerd's log.
 c_plain() {
   local pod cid
-  pod=$(cri runp plain siloc)
+  # io.siloc.userns.size without io.siloc.userns=auto: siloc warns that it is ignored,
+  # and the shim passes the warning on to containerd's log.
+  pod=$(cri runp plain siloc io.siloc.userns.size=1000)
   cid=$(cri create "$pod" plain app "$BB" '["sleep","1000"]')
   cri start "$cid"
   expect_eq "$(uidmap_of "$(pid_of "$cid")")" "0 0 4294967295" "host IDs"
+  expect_match "$(grep -o 'siloc create: annotation io.siloc.userns.size: ignored' "$T/containerd.log" | head -n1)" 'ignored' "siloc's warning in containerd's log"
   expect_match "$(sstate "$cid" | jq -r '.annotations["io.siloc.rootfs.assembly"]')" "^overlay layers=1 .*idmapped=no attached=1 " "one attached overlay"
   stop_rm "$pod"
   leftovers "$T/mounts.before"

@@ -152,6 +152,12 @@ impl Siloc {
         let status = crate::exits::wait(pid);
         let out = out.join().unwrap_or_default();
         let err = err.join().unwrap_or_default();
+        let lines = log_lines(&self.log, log_start);
+        // siloc's warnings (an io.siloc.io.weight the device cannot take, ...) reach
+        // containerd's log only through ours: containerd reads siloc's log on failure.
+        for msg in messages(&lines, "warning") {
+            log::warn!("siloc {name}: {msg}");
+        }
         if status != 0 {
             if log::log_enabled!(log::Level::Debug)
                 && let Ok(text) = std::fs::read(&self.log)
@@ -162,7 +168,7 @@ impl Siloc {
                     String::from_utf8_lossy(&text[from..])
                 );
             }
-            let msg = last_error(&self.log, log_start).unwrap_or_else(|| {
+            let msg = messages(&lines, "error").next_back().unwrap_or_else(|| {
                 let e = String::from_utf8_lossy(&err).trim().to_string();
                 if e.is_empty() && !piped {
                     "no error in siloc's log".to_string()
@@ -215,17 +221,31 @@ impl Siloc {
     }
 }
 
-/// The message of the last error line siloc appended to `log` after byte `from`.
-fn last_error(log: &Path, from: u64) -> Option<String> {
-    let mut f = std::fs::File::open(log).ok()?;
-    f.seek(SeekFrom::Start(from)).ok()?;
+/// The JSON lines siloc appended to `log` after byte `from` (none when it cannot be
+/// read).
+fn log_lines(log: &Path, from: u64) -> Vec<serde_json::Value> {
     let mut text = String::new();
-    f.read_to_string(&mut text).ok()?;
+    let read = std::fs::File::open(log).and_then(|mut f| {
+        f.seek(SeekFrom::Start(from))?;
+        f.read_to_string(&mut text)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
     text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["level"] == "error")
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The messages of `lines` at `level` (runc's words: `error`, `warning`), in order.
+fn messages<'a>(
+    lines: &'a [serde_json::Value],
+    level: &'a str,
+) -> impl DoubleEndedIterator<Item = String> + 'a {
+    lines
+        .iter()
+        .filter(move |v| v["level"] == level)
         .filter_map(|v| v["msg"].as_str().map(str::to_string))
-        .next_back()
 }
 
 /// The siloc binary: `name` if it has a `/`, else `name` next to the shim's own binary,
@@ -270,10 +290,19 @@ mod tests {
         let log = d.path().join("log.json");
         std::fs::write(&log, "{\"level\":\"error\",\"msg\":\"old\"}\n").unwrap();
         let start = std::fs::metadata(&log).unwrap().len();
-        assert_eq!(last_error(&log, start), None);
+        let last = |l: &[serde_json::Value]| messages(l, "error").next_back();
+        assert_eq!(last(&log_lines(&log, start)), None);
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         writeln!(f, "{{\"level\":\"info\",\"msg\":\"x\"}}").unwrap();
+        writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w1\"}}").unwrap();
+        writeln!(f, "not json").unwrap();
         writeln!(f, "{{\"level\":\"error\",\"msg\":\"new\"}}").unwrap();
-        assert_eq!(last_error(&log, start).as_deref(), Some("new"));
+        writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w2\"}}").unwrap();
+        let lines = log_lines(&log, start);
+        assert_eq!(last(&lines).as_deref(), Some("new"));
+        // the warnings the shim passes on to containerd's log, in order
+        let w: Vec<String> = messages(&lines, "warning").collect();
+        assert_eq!(w, ["w1", "w2"]);
+        assert!(log_lines(&d.path().join("none"), 0).is_empty());
     }
 }
