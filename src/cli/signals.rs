@@ -127,21 +127,17 @@ impl SignalQueue {
         };
         loop {
             self.drain(pid, pty);
-            let exited = match &pidfd {
-                Some(fd) => {
-                    let mut pfd = [
-                        PollFd::new(self.read.as_fd(), PollFlags::POLLIN),
-                        PollFd::new(fd.as_fd(), PollFlags::POLLIN),
-                    ];
-                    // EINTR: a handler ran, its byte is in the pipe.
-                    let _ = poll(&mut pfd, tick);
-                    pfd[1].revents().is_some_and(|r| !r.is_empty())
-                }
-                None => {
-                    let mut pfd = [PollFd::new(self.read.as_fd(), PollFlags::POLLIN)];
-                    let _ = poll(&mut pfd, tick);
-                    has_exited(pid)
-                }
+            let mut pfd = vec![PollFd::new(self.read.as_fd(), PollFlags::POLLIN)];
+            pfd.extend(
+                pidfd
+                    .as_ref()
+                    .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+            );
+            // EINTR: a handler ran, its byte is in the pipe.
+            let _ = poll(&mut pfd, tick);
+            let exited = match pfd.get(1) {
+                Some(p) => p.revents().is_some_and(|r| !r.is_empty()),
+                None => has_exited(pid),
             };
             if exited {
                 return;

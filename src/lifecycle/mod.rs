@@ -618,10 +618,15 @@ fn delete_engine(
         crate::sys::pidfd::wait_exit(pid, CGROUP_DRAIN);
         let _ = c.refresh_status();
     }
+    // The container's cgroup dirs, read once (a config, /proc/self/cgroup and the
+    // mount table) by whichever step below needs them first.
+    let mut cgroup_dirs: Option<Vec<PathBuf>> = None;
     // A create killed inside libcontainer saved no pid, and its init lives on
     // (engine::killed_create): found by its cgroups, it dies before the ID range goes.
     if c.pid().is_none() {
-        let mut dirs = crate::engine::foreign_procs::dirs_of(c);
+        let mut dirs = cgroup_dirs
+            .get_or_insert_with(|| crate::engine::foreign_procs::dirs_of(c))
+            .clone();
         dirs.extend(
             extras
                 .and_then(crate::engine::cgroup_compat::extra_dirs)
@@ -657,7 +662,7 @@ fn delete_engine(
         // Processes in a stopped container's cgroups that are not its own (another
         // container's cgroup below it, a process put into one v1 hierarchy only) are
         // left alive, as runc leaves them; its own ones left are killed first.
-        let dirs = crate::engine::foreign_procs::dirs_of(c);
+        let dirs = cgroup_dirs.unwrap_or_else(|| crate::engine::foreign_procs::dirs_of(c));
         if let Some(busy) = crate::engine::foreign_procs::find(c, &dirs) {
             return crate::engine::foreign_procs::delete_leaving(c, &dirs, extras, &busy)
                 .map_err(LifecycleError::Other);
