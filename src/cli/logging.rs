@@ -114,9 +114,9 @@ impl<S: Subscriber> Layer<S> for RuncLayer {
         let level = level_name(*event.metadata().level());
         let line = render(self.format, level, &now_rfc3339(), &fields);
         match &self.sink {
-            Sink::Stderr => {
+            Sink::Stderr => crate::scenario::progress::above_bar(|| {
                 let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            }
+            }),
             Sink::File(f) => {
                 if let Ok(mut f) = f.lock() {
                     let _ = f.write_all(line.as_bytes());

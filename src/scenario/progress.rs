@@ -7,6 +7,27 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// The bar on screen, if any: log lines written to stderr meanwhile go above it
+/// ([`above_bar`]) instead of into it.
+static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Runs `write` (a line to stderr: cli::logging's warnings) with the run's progress
+/// bar, if one is on screen, cleared first and drawn again after (indicatif's
+/// `suspend`), so the line does not land inside the bar.
+pub fn above_bar(write: impl FnOnce()) {
+    let bar = SHOWN.lock().ok().and_then(|b| b.clone());
+    match bar {
+        Some(b) => b.suspend(write),
+        None => write(),
+    }
+}
+
+fn show(bar: Option<&ProgressBar>) {
+    if let Ok(mut s) = SHOWN.lock() {
+        *s = bar.cloned();
+    }
+}
+
 /// Progress of a run of `total` cells, `before` of them done by an earlier run that
 /// `--resume` continues, each expected to take `cell_secs`. Cells are numbered over
 /// the whole run, as the interrupt message counts them.
@@ -39,6 +60,7 @@ impl Progress {
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
+        show(bar.as_ref());
         Progress {
             bar,
             before,
@@ -107,7 +129,16 @@ impl Progress {
     /// Removes the bar.
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
+            show(None);
             b.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.bar.is_some() {
+            show(None);
         }
     }
 }
