@@ -167,15 +167,13 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         ))
     })?;
     // runc's config validator: root.path, made absolute from the bundle's real path,
-    // must already be the rootfs's real path (no symlink on the way).
-    let expected = if root_path.is_absolute() {
-        crate::sys::paths::clean(&root_path)
-    } else {
-        std::fs::canonicalize(&bundle)
-            .map(|b| crate::sys::paths::clean(&b.join(&root_path)))
-            .unwrap_or_default()
-    };
-    if rootfs != expected {
+    // must already be the rootfs's real path (no symlink on the way). The bundle is
+    // resolved only when the path as given is not the real one (it usually is).
+    let real = rootfs == given_root
+        || (root_path.is_relative()
+            && std::fs::canonicalize(&bundle)
+                .is_ok_and(|b| crate::sys::paths::clean(&b.join(&root_path)) == rootfs));
+    if !real {
         return Err(LifecycleError::Other(format!(
             "root.path {}: invalid rootfs: not an absolute path, or a symlink",
             given_root.display()

@@ -287,6 +287,23 @@ fn a_relative_root_is_the_same_state_dir_as_its_absolute_path() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+/// A bundle reached through a symlink, with the usual relative root.path, runs: runc
+/// resolves the bundle before it checks that root.path has no symlink on the way
+/// (runc_texts::bad_cgroup_resources_and_rootfs_in_runc_words refuses a symlinked
+/// root.path itself).
+#[test]
+fn a_bundle_reached_through_a_symlink_runs() {
+    needs_root!();
+    let env = TestEnv::new();
+    let b = env.bundle("real", &["sh", "-c", "echo linked"]);
+    let link = env.dir.path().join("bundle-link");
+    std::os::unix::fs::symlink(b.path(), &link).unwrap();
+    let o = env.siloc(&["run", "--bundle", link.to_str().unwrap(), &env.id("linked")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "linked\n");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
 /// runc cleans command-line paths lexically (Go's filepath.Abs), so a `..` may pass
 /// through a directory that does not exist: the pid file lands where the clean path
 /// says, for create and for exec.
