@@ -11,6 +11,12 @@
 pub const PREFIX: &str = "io.siloc.";
 /// `auto` or `off`: give the container its own user namespace and host ID range.
 pub const USERNS: &str = "io.siloc.userns";
+/// Whether `value`, an [`USERNS`] value, asks for siloc's own user namespace:
+/// `auto`, trimmed as userns::plan trims every `io.siloc.*` value. For the shim, which
+/// must decide as siloc will.
+pub fn userns_is_auto(value: Option<&str>) -> bool {
+    value.map(str::trim) == Some("auto")
+}
 /// Number of IDs in the container's range (default 65536, `[userns] size`).
 pub const USERNS_SIZE: &str = "io.siloc.userns.size";
 /// JSON array of read-only layer directories, base first (image manifest order).
@@ -109,6 +115,15 @@ pub(crate) fn err(key: &str, msg: impl Into<String>) -> AnnotationError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userns_auto_is_read_trimmed() {
+        assert!(userns_is_auto(Some("auto")));
+        assert!(userns_is_auto(Some(" auto\n")));
+        for v in [None, Some("off"), Some("Auto"), Some("auto x"), Some("")] {
+            assert!(!userns_is_auto(v), "{v:?}");
+        }
+    }
 
     #[test]
     fn a_huge_message_keeps_both_ends() {

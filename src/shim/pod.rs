@@ -50,8 +50,7 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     let Some(sandbox) = a[SANDBOX_ID].as_str().map(str::to_string) else {
         return Ok(None);
     };
-    // trimmed, as siloc reads it (userns::plan)
-    let wants = a[ann::USERNS].as_str().map(str::trim) == Some("auto");
+    let wants = ann::userns_is_auto(a[ann::USERNS].as_str());
     let bad = |msg: String| ShimError::Sandbox {
         sandbox: sandbox.clone(),
         msg,

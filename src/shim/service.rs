@@ -312,7 +312,7 @@ fn container_owner(siloc: &Siloc, id: &str, spec: &Value) -> Option<(u32, u32)> 
 /// Whether the container gets a user namespace: the spec's own, or siloc's
 /// `io.siloc.userns=auto`.
 fn in_userns(spec: &Value) -> bool {
-    spec["annotations"][siloc::annotations::USERNS] == "auto"
+    siloc::annotations::userns_is_auto(spec["annotations"][siloc::annotations::USERNS].as_str())
         || spec["linux"]["namespaces"]
             .as_array()
             .is_some_and(|ns| ns.iter().any(|n| n["type"] == "user"))
