@@ -138,6 +138,25 @@ fn joinable(t: LinuxNamespaceType) -> Option<(&'static str, CloneFlags)> {
 }
 
 /// The spec's name of a namespace type (runtime-spec config-linux.md "Namespaces").
+/// The error for namespace path `path` of type `typ` that could not be opened or
+/// stat(2)ed (`e`): runc's lstat words ([`OuterNsError::Missing`]) when lstat(2) fails
+/// too, as runc's config validator lstats each path; else [`OuterNsError::Open`] (a
+/// dangling symlink, EACCES, ELOOP: runc's nsexec fails to open it).
+pub fn unreachable_path(typ: LinuxNamespaceType, path: &Path, e: &std::io::Error) -> OuterNsError {
+    let msg = crate::sys::errno::go_io_text(e);
+    match std::fs::symlink_metadata(path) {
+        Err(_) => OuterNsError::Missing {
+            path: path.to_path_buf(),
+            msg,
+        },
+        Ok(_) => OuterNsError::Open {
+            typ: type_name(typ),
+            path: path.to_path_buf(),
+            msg,
+        },
+    }
+}
+
 fn type_name(t: LinuxNamespaceType) -> String {
     match t {
         LinuxNamespaceType::Network => "network".to_string(),
@@ -181,20 +200,7 @@ pub fn check_types(spec: &Spec) -> Result<(), OuterNsError> {
         let Some(path) = n.path() else { continue };
         let f = match File::open(path) {
             Ok(f) => f,
-            Err(e) => {
-                let msg = crate::sys::errno::go_io_text(&e);
-                return Err(match std::fs::symlink_metadata(path) {
-                    Err(_) => OuterNsError::Missing {
-                        path: path.clone(),
-                        msg,
-                    },
-                    Ok(_) => OuterNsError::Open {
-                        typ: type_name(n.typ()),
-                        path: path.clone(),
-                        msg,
-                    },
-                });
-            }
+            Err(e) => return Err(unreachable_path(n.typ(), path, &e)),
         };
         let (nsexec, want) = nsexec_type(n.typ());
         let found = match crate::sys::ns::ns_type(&f) {

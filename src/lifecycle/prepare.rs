@@ -121,10 +121,11 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         // stopped) gets that check's words, not an overlap with the sandbox's range.
         let joined = match join_path.as_deref().map(crate::sys::ns::id) {
             Some(Err(e)) => {
-                return Err(crate::engine::outer_namespaces::OuterNsError::Missing {
-                    path: join_path.clone().unwrap_or_default(),
-                    msg: crate::sys::errno::go_io_text(&e),
-                }
+                return Err(crate::engine::outer_namespaces::unreachable_path(
+                    oci_spec::runtime::LinuxNamespaceType::User,
+                    join_path.as_deref().unwrap_or(Path::new("")),
+                    &e,
+                )
                 .into());
             }
             j => j.map(Result::ok),
