@@ -8,6 +8,7 @@ pub mod placement;
 pub mod plan;
 pub mod prepare;
 pub mod record;
+pub mod root_path;
 pub mod spec_compat;
 pub(crate) mod test_hooks;
 pub mod update;
@@ -157,28 +158,7 @@ pub fn create(rt: &Runtime, req: &CreateRequest) -> Result<Container, LifecycleE
         .as_ref()
         .map(|r| r.path().clone())
         .unwrap_or_default();
-    // runc's words ("invalid rootfs: stat P: ..."), after the field.
-    let given_root = crate::sys::paths::clean(&bundle.join(&root_path));
-    let rootfs = std::fs::canonicalize(bundle.join(&root_path)).map_err(|e| {
-        LifecycleError::Other(format!(
-            "root.path {0}: invalid rootfs: stat {0}: {1}",
-            given_root.display(),
-            crate::sys::errno::go_io_text(&e)
-        ))
-    })?;
-    // runc's config validator: root.path, made absolute from the bundle's real path,
-    // must already be the rootfs's real path (no symlink on the way). The bundle is
-    // resolved only when the path as given is not the real one (it usually is).
-    let real = rootfs == given_root
-        || (root_path.is_relative()
-            && std::fs::canonicalize(&bundle)
-                .is_ok_and(|b| crate::sys::paths::clean(&b.join(&root_path)) == rootfs));
-    if !real {
-        return Err(LifecycleError::Other(format!(
-            "root.path {}: invalid rootfs: not an absolute path, or a symlink",
-            given_root.display()
-        )));
-    }
+    let (rootfs, given_root) = crate::lifecycle::root_path::resolve(&bundle, &root_path)?;
     if !rootfs.is_dir() {
         // libcontainer's create failed on the process's cwd ("mkdir /: ENOTDIR").
         return Err(LifecycleError::Other(format!(
