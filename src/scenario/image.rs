@@ -77,7 +77,7 @@ pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageErro
     let rootfs = dir.join("rootfs");
     let stamp_file = dir.join("inputs");
     if rootfs.is_dir() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) {
-        return Ok(Image { rootfs });
+        return real(rootfs);
     }
     std::fs::create_dir_all(dir).map_err(crate::sys::fs::io_at(dir))?;
     // Leftovers of builds that crashed.
@@ -100,6 +100,14 @@ pub fn ensure(dir: &Path, fio: &Path, busybox: &Path) -> Result<Image, ImageErro
     }
     std::fs::rename(&tmp, &rootfs).map_err(crate::sys::fs::io_at(&rootfs))?;
     std::fs::write(&stamp_file, &stamp).map_err(crate::sys::fs::io_at(&stamp_file))?;
+    real(rootfs)
+}
+
+/// The image at its real path: a container's root.path must have no symlink on the
+/// way (lifecycle::root_path), and the data root may sit under one (`/var/lib` moved
+/// to another disk).
+fn real(rootfs: PathBuf) -> Result<Image, ImageError> {
+    let rootfs = std::fs::canonicalize(&rootfs).map_err(crate::sys::fs::io_at(&rootfs))?;
     Ok(Image { rootfs })
 }
 
