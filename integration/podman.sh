@@ -16,6 +16,11 @@ BB=localhost/siloc/busybox:latest
 DEB=localhost/siloc/debian:latest
 RUNOPTS=(--network none --ulimit nofile=20000:20000 --ulimit nproc=4096:4096)
 SILOC_ROOT=/run/siloc
+# The state root podman makes siloc use: removed again if this suite made it and it is
+# empty at the end (rmdir never removes another user's containers).
+if [ ! -e "$SILOC_ROOT" ]; then
+  e2e_at_exit "rmdir '$SILOC_ROOT/.siloc/containers' '$SILOC_ROOT/.siloc' '$SILOC_ROOT'"
+fi
 mkdir -p "$T/vol" "$T/out"
 
 # Only this file is read (CONTAINERS_CONF), not the host's containers.conf. siloc is
