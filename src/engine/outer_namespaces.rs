@@ -137,7 +137,6 @@ fn joinable(t: LinuxNamespaceType) -> Option<(&'static str, CloneFlags)> {
         .map(|(_, proc_name, flag)| (*proc_name, *flag))
 }
 
-/// The spec's name of a namespace type (runtime-spec config-linux.md "Namespaces").
 /// The error for namespace path `path` of type `typ` that could not be opened or
 /// stat(2)ed (`e`): runc's lstat words ([`OuterNsError::Missing`]) when lstat(2) fails
 /// too, as runc's config validator lstats each path; else [`OuterNsError::Open`] (a
@@ -157,6 +156,7 @@ pub fn unreachable_path(typ: LinuxNamespaceType, path: &Path, e: &std::io::Error
     }
 }
 
+/// The spec's name of a namespace type (runtime-spec config-linux.md "Namespaces").
 fn type_name(t: LinuxNamespaceType) -> String {
     match t {
         LinuxNamespaceType::Network => "network".to_string(),
