@@ -119,22 +119,18 @@ pub fn apply(env: &Env<'_>, rec: &mut Record) -> Result<(), PrepareError> {
         // overlapping another container's range (userns::idpool_spec). Released by undo.
         // A joined namespace gone since create's first check (a pod's sandbox that
         // stopped) gets that check's words, not an overlap with the sandbox's range.
-        let joined = match join_path.as_deref().map(crate::sys::ns::id) {
-            Some(Err(e)) => {
-                return Err(crate::engine::outer_namespaces::unreachable_path(
+        let joined = match join_path.as_deref() {
+            None => None,
+            Some(p) => Some(crate::sys::ns::id(p).map_err(|e| {
+                crate::engine::outer_namespaces::unreachable_path(
                     oci_spec::runtime::LinuxNamespaceType::User,
-                    join_path.as_deref().unwrap_or(Path::new("")),
+                    p,
                     &e,
                 )
-                .into());
-            }
-            j => j.map(Result::ok),
+            })?),
         };
-        let owns = |root: &Path, id: &str| {
-            joined
-                .flatten()
-                .is_some_and(|ns| holder_userns(root, id) == Some(ns))
-        };
+        let owns =
+            |root: &Path, id: &str| joined.is_some_and(|ns| holder_userns(root, id) == Some(ns));
         let owns: Option<crate::userns::idpool::JoinsHolder<'_>> = joined.map(|_| &owns as _);
         env.pool.hold_spec(&rec.id, uid, gid, owns)?;
         test_hooks::crash_point("after-idpool");
