@@ -115,9 +115,10 @@ start_containerd "$T/config.toml"
 # The runc options that make the shim call siloc with a private root.
 RUNC=(--runc-binary "$SILOC" --runc-root "$SROOT" --fifo-dir "$T/fifo")
 # ctr sets the window size only after the process started (a race with runc too), so
-# a shell on a ctr terminal waits for it (up to 5 s).
+# a shell on a ctr terminal waits for it (up to 5 s). busybox's `stty size` exits 0
+# on a 0x0 pty (it only prints "stty: standard input"), so the wait looks for a size.
 # shellcheck disable=SC2016 # typed into the container's shell
-WAIT_SIZE='for i in $(seq 50); do stty size >/dev/null 2>&1 && break; sleep 0.1; done; '
+WAIT_SIZE='for i in $(seq 50); do case $(stty size 2>/dev/null) in [1-9]*) break;; esac; sleep 0.1; done; '
 # The bundle the shim made for container ID (holds config.json and siloc's log.json).
 bundle() { echo "$STATE/io.containerd.runtime.v2.task/$NS/$1"; }
 
