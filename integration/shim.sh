@@ -552,7 +552,8 @@ c_pod_rss() {
   leftovers "$T/mounts.before"
 }
 
-# A plain pod (no user namespace) through the shim; siloc's warnings reach containerd's log.
+# A plain pod (no user namespace) through the shim; siloc's warnings reach containerd's log;
+# failed exec probes at the same time each get their own error.
 c_plain() {
   local pod cid
   # io.siloc.userns.size without io.siloc.userns=auto: siloc warns that it is ignored,
@@ -562,6 +563,19 @@ c_plain() {
   cri start "$cid"
   expect_eq "$(uidmap_of "$(pid_of "$cid")")" "0 0 4294967295" "host IDs"
   expect_match "$(grep -o 'siloc create: annotation io.siloc.userns.size: ignored' "$T/containerd.log" | head -n1)" 'ignored' "siloc's warning in containerd's log"
+  # Exec probes that fail at the same time: each error names its own program, not a
+  # neighbour's (each siloc command logs to a file of its own), and no such file stays.
+  local i pids=()
+  for i in 1 2 3 4 5 6; do
+    cri exec "$cid" "/no/such-$i" >"$T/probe-$i.out" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  for i in 1 2 3 4 5 6; do
+    expect_eq "$(grep -o 'such-[0-9]' "$T/probe-$i.out" | sort -u | tr '\n' ' ')" "such-$i " "failed probe $i's error"
+  done
+  expect_eq "$(find "$STATE/io.containerd.runtime.v2.task/k8s.io/$cid" -name '.log.json.*')" "" "siloc's per-command logs"
+  expect_match "$(cat "$STATE/io.containerd.runtime.v2.task/k8s.io/$cid/log.json")" 'such-6' "log.json keeps every command's lines"
   expect_match "$(sstate "$cid" | jq -r '.annotations["io.siloc.rootfs.assembly"]')" "^overlay layers=1 .*idmapped=no attached=1 " "one attached overlay"
   stop_rm "$pod"
   leftovers "$T/mounts.before"
@@ -659,7 +673,7 @@ run_suite() {
   case_if "containerd $CVER shim: the pod's shim killed (SIGKILL), containerd cleans up" c_pod_shim_killed
   case_if "containerd $CVER shim: two ctr containers, two shims" c_ctr_own_shim
   case_if "containerd $CVER: shim RSS of a 1 + 6 container pod (hack/bench-shim-rss)" c_pod_rss
-  case_if "containerd $CVER shim: plain pod" c_plain
+  case_if "containerd $CVER shim: plain pod, warnings, 6 failing probes at once" c_plain
   case_if "containerd $CVER shim: memory limit exceeded, OOMKilled" c_oom
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false (userns_options)" c_host_users_false
   [ "$CVER" = 2.1 ] && case_if "containerd 2.1 shim: hostUsers: false, a volume's idmapped bind mount" c_volume_idmap

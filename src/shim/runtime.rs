@@ -5,11 +5,14 @@
 //! `ps --format json`, `update --resources -`, `pause`, `resume`.
 //!
 //! A failed command's error is the message of the last `"level":"error"` line siloc
-//! wrote to the log during that command (runc's convention, which containerd's runc
-//! shim reads too), else its stderr.
+//! wrote to its log (runc's convention, which containerd's runc shim reads too), else
+//! its stderr. Each command logs to a file of its own ([`CallLog`]) whose lines are
+//! then appended to the bundle's log.json, so two commands for one container that
+//! overlap (a `state` during an `exec`, two exec probes) never take each other's error
+//! or warnings, as a byte window of the shared log.json could.
 
 use std::ffi::OsString;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -45,12 +48,12 @@ pub struct ChildStdio {
 }
 
 impl Siloc {
-    fn command(&self) -> Command {
+    fn command(&self, log: &Path) -> Command {
         let mut c = Command::new(&self.binary);
         c.arg("--root")
             .arg(&self.root)
             .arg("--log")
-            .arg(&self.log)
+            .arg(log)
             .args(["--log-format", "json"]);
         if self.systemd {
             c.arg("--systemd-cgroup");
@@ -96,8 +99,8 @@ impl Siloc {
             .first()
             .map(|a| a.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let log_start = std::fs::metadata(&self.log).map_or(0, |m| m.len());
-        let mut cmd = self.command();
+        let call_log = CallLog::new(&self.log);
+        let mut cmd = self.command(&call_log.path);
         cmd.args(args);
         let piped = stdio.is_none();
         match stdio {
@@ -152,22 +155,15 @@ impl Siloc {
         let status = crate::exits::wait(pid);
         let out = out.join().unwrap_or_default();
         let err = err.join().unwrap_or_default();
-        let lines = log_lines(&self.log, log_start);
+        let text = call_log.finish(&self.log);
+        let lines = log_lines(&text);
         // siloc's warnings (an io.siloc.io.weight the device cannot take, ...) reach
         // containerd's log only through ours: containerd reads siloc's log on failure.
         for msg in messages(&lines, "warning") {
             log::warn!("siloc {name}: {msg}");
         }
         if status != 0 {
-            if log::log_enabled!(log::Level::Debug)
-                && let Ok(text) = std::fs::read(&self.log)
-            {
-                let from = (log_start as usize).min(text.len());
-                log::debug!(
-                    "siloc {name} log: {}",
-                    String::from_utf8_lossy(&text[from..])
-                );
-            }
+            log::debug!("siloc {name} log: {}", String::from_utf8_lossy(&text));
             let msg = messages(&lines, "error").next_back().unwrap_or_else(|| {
                 let e = String::from_utf8_lossy(&err).trim().to_string();
                 if e.is_empty() && !piped {
@@ -221,18 +217,58 @@ impl Siloc {
     }
 }
 
-/// The JSON lines siloc appended to `log` after byte `from` (none when it cannot be
-/// read).
-fn log_lines(log: &Path, from: u64) -> Vec<serde_json::Value> {
-    let mut text = String::new();
-    let read = std::fs::File::open(log).and_then(|mut f| {
-        f.seek(SeekFrom::Start(from))?;
-        f.read_to_string(&mut text)
-    });
-    if read.is_err() {
-        return Vec::new();
+/// The log file of one siloc command: `.log.json.<shim pid>.<n>` beside the bundle's
+/// log.json. A process that outlives the command (a created container's init before
+/// `start`) keeps writing to the file after [`CallLog::finish`] removed it; those
+/// lines are lost, as runc's are (its init logs to a pipe its `create` read).
+struct CallLog {
+    path: PathBuf,
+}
+
+impl CallLog {
+    fn new(log: &Path) -> CallLog {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = log.file_name().map(|f| f.to_string_lossy().into_owned());
+        let name = format!(
+            ".{}.{}.{n}",
+            name.as_deref().unwrap_or("log.json"),
+            std::process::id()
+        );
+        CallLog {
+            path: log.with_file_name(name),
+        }
     }
-    text.lines()
+
+    /// What the command logged (empty when it logged nothing), appended to `log` in
+    /// one write (O_APPEND: lines of commands finishing together do not interleave);
+    /// the file is removed.
+    fn finish(self, log: &Path) -> Vec<u8> {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        if !text.is_empty() {
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .and_then(|mut f| f.write_all(&text));
+            if let Err(e) = appended {
+                log::warn!("{}: {e}", log.display());
+            }
+        }
+        text
+    }
+}
+
+impl Drop for CallLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The JSON lines of a log text (lines that are not JSON are skipped).
+fn log_lines(text: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(text)
+        .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
@@ -285,24 +321,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_error_is_the_last_error_line_after_the_start() {
+    fn a_call_log_is_read_appended_to_the_bundle_log_and_removed() {
         let d = tempfile::tempdir().unwrap();
         let log = d.path().join("log.json");
         std::fs::write(&log, "{\"level\":\"error\",\"msg\":\"old\"}\n").unwrap();
-        let start = std::fs::metadata(&log).unwrap().len();
-        let last = |l: &[serde_json::Value]| messages(l, "error").next_back();
-        assert_eq!(last(&log_lines(&log, start)), None);
-        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let (a, b) = (CallLog::new(&log), CallLog::new(&log));
+        assert_ne!(a.path, b.path, "two calls, two files");
+        assert_eq!(a.path.parent(), Some(d.path()));
+        let mut f = std::fs::File::create(&a.path).unwrap();
         writeln!(f, "{{\"level\":\"info\",\"msg\":\"x\"}}").unwrap();
         writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w1\"}}").unwrap();
         writeln!(f, "not json").unwrap();
         writeln!(f, "{{\"level\":\"error\",\"msg\":\"new\"}}").unwrap();
         writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w2\"}}").unwrap();
-        let lines = log_lines(&log, start);
-        assert_eq!(last(&lines).as_deref(), Some("new"));
+        let path = a.path.clone();
+        let lines = log_lines(&a.finish(&log));
+        // this call's error only, not the older one in log.json
+        assert_eq!(messages(&lines, "error").collect::<Vec<_>>(), ["new"]);
         // the warnings the shim passes on to containerd's log, in order
         let w: Vec<String> = messages(&lines, "warning").collect();
         assert_eq!(w, ["w1", "w2"]);
-        assert!(log_lines(&d.path().join("none"), 0).is_empty());
+        assert!(!path.exists(), "the call's file is removed");
+        let all = std::fs::read_to_string(&log).unwrap();
+        assert!(all.starts_with("{\"level\":\"error\",\"msg\":\"old\"}\n{\"level\":\"info\""));
+        assert!(all.ends_with("\"w2\"}\n"));
+        // a call that logged nothing: nothing read, log.json unchanged
+        assert!(b.finish(&log).is_empty());
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), all);
     }
 }
