@@ -568,7 +568,7 @@ c_plain() {
   local i pids=()
   for i in 1 2 3 4 5 6; do
     cri exec "$cid" "/no/such-$i" >"$T/probe-$i.out" 2>&1 &
-    pids+=($!)
+    pids+=("$!")
   done
   wait "${pids[@]}" || true
   for i in 1 2 3 4 5 6; do

@@ -219,8 +219,9 @@ impl Siloc {
 
 /// The log file of one siloc command: `.log.json.<shim pid>.<n>` beside the bundle's
 /// log.json. A process that outlives the command (a created container's init before
-/// `start`) keeps writing to the file after [`CallLog::finish`] removed it; those
-/// lines are lost, as runc's are (its init logs to a pipe its `create` read).
+/// `start`, a detached exec's process before its execve) can still write to the file
+/// after [`CallLog::finish`] removed it; those lines are lost, as runc's are (runc's
+/// init closes its log pipe before it waits for `start` or execs).
 struct CallLog {
     path: PathBuf,
 }
@@ -235,25 +236,30 @@ impl CallLog {
             name.as_deref().unwrap_or("log.json"),
             std::process::id()
         );
-        CallLog {
-            path: log.with_file_name(name),
-        }
+        let path = log.with_file_name(name);
+        // Empty, not a file a crashed shim with this pid left: siloc appends to it.
+        let _ = std::fs::File::create(&path);
+        CallLog { path }
     }
 
     /// What the command logged (empty when it logged nothing), appended to `log` in
-    /// one write (O_APPEND: lines of commands finishing together do not interleave);
-    /// the file is removed.
+    /// one write (O_APPEND: lines of commands finishing together do not interleave;
+    /// a last line cut short gets its newline); the file is removed. `log` is created
+    /// even when empty, as siloc's `--log` would.
     fn finish(self, log: &Path) -> Vec<u8> {
-        let text = std::fs::read(&self.path).unwrap_or_default();
-        if !text.is_empty() {
-            let appended = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .and_then(|mut f| f.write_all(&text));
-            if let Err(e) = appended {
-                log::warn!("{}: {e}", log.display());
-            }
+        let mut text = std::fs::read(&self.path).unwrap_or_default();
+        if text.last().is_some_and(|&b| b != b'\n') {
+            text.push(b'\n');
+        }
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| f.write_all(&text));
+        if let Err(e) = appended
+            && log.parent().is_some_and(Path::exists)
+        {
+            log::warn!("{}: {e}", log.display());
         }
         text
     }
@@ -328,12 +334,16 @@ mod tests {
         let (a, b) = (CallLog::new(&log), CallLog::new(&log));
         assert_ne!(a.path, b.path, "two calls, two files");
         assert_eq!(a.path.parent(), Some(d.path()));
-        let mut f = std::fs::File::create(&a.path).unwrap();
+        assert_eq!(std::fs::read(&a.path).unwrap(), b"", "made empty at once");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&a.path)
+            .unwrap();
         writeln!(f, "{{\"level\":\"info\",\"msg\":\"x\"}}").unwrap();
         writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w1\"}}").unwrap();
         writeln!(f, "not json").unwrap();
         writeln!(f, "{{\"level\":\"error\",\"msg\":\"new\"}}").unwrap();
-        writeln!(f, "{{\"level\":\"warning\",\"msg\":\"w2\"}}").unwrap();
+        write!(f, "{{\"level\":\"warning\",\"msg\":\"w2\"}}").unwrap();
         let path = a.path.clone();
         let lines = log_lines(&a.finish(&log));
         // this call's error only, not the older one in log.json
