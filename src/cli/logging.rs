@@ -40,13 +40,23 @@ struct RuncLayer {
     sink: Sink,
     format: LogFormat,
     debug: bool,
+    /// `siloc: warning: MSG` on stderr: siloc's own commands for people (`scenario`,
+    /// `image`, `check`), where nothing parses runc's logfmt.
+    human: bool,
 }
 
 /// Installs the global subscriber. Returns whether log lines go to stderr, which the
 /// caller needs to know: runc repeats a fatal error on stderr when the log is a file.
+/// `human`: lines for stderr in `text` format read `siloc: LEVEL: MSG` (siloc's own
+/// commands); a log file and `json` keep runc's shapes.
 ///
 /// Errors: the log file cannot be opened (the message names it).
-pub(crate) fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> anyhow::Result<bool> {
+pub(crate) fn init(
+    log: Option<&Path>,
+    format: LogFormat,
+    debug: bool,
+    human: bool,
+) -> anyhow::Result<bool> {
     let sink = match log {
         // runc treats `--log /dev/stderr` like no flag.
         Some(p) if p != Path::new("/dev/stderr") => {
@@ -64,6 +74,7 @@ pub(crate) fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> anyhow
         sink,
         format,
         debug,
+        human: human && to_stderr && format == LogFormat::Text,
     };
     // A second init (tests calling twice) keeps the first subscriber; that is harmless.
     let _ = tracing_subscriber::registry().with(layer).try_init();
@@ -112,7 +123,11 @@ impl<S: Subscriber> Layer<S> for RuncLayer {
             return;
         }
         let level = level_name(*event.metadata().level());
-        let line = render(self.format, level, &now_rfc3339(), &fields);
+        let line = if self.human {
+            render_human(level, &fields)
+        } else {
+            render(self.format, level, &now_rfc3339(), &fields)
+        };
         match &self.sink {
             Sink::Stderr => crate::scenario::progress::above_bar(|| {
                 let _ = std::io::stderr().lock().write_all(line.as_bytes());
@@ -167,6 +182,21 @@ impl Visit for Fields {
     }
 }
 
+/// One line for a person: `siloc: warning: MSG (key=value ...)`, newline-terminated.
+fn render_human(level: &str, fields: &Fields) -> String {
+    let mut s = format!("siloc: {level}: {}", fields.msg);
+    if !fields.extra.is_empty() {
+        let extra: Vec<String> = fields
+            .extra
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = write!(s, " ({})", extra.join(" "));
+    }
+    s.push('\n');
+    s
+}
+
 /// One log line, newline-terminated, in the given format.
 fn render(format: LogFormat, level: &str, time: &str, fields: &Fields) -> String {
     match format {
@@ -219,5 +249,18 @@ mod tests {
     fn text_line_is_logrus_shaped() {
         let line = render(LogFormat::Text, "warning", "T", &fields("a b"));
         assert_eq!(line, "time=\"T\" level=warning msg=\"a b\" id=\"c1\"\n");
+    }
+
+    #[test]
+    fn a_line_for_people_names_siloc_and_the_level() {
+        assert_eq!(
+            render_human("warning", &fields("runtime youki skipped")),
+            "siloc: warning: runtime youki skipped (id=c1)\n"
+        );
+        let plain = Fields {
+            msg: "m".into(),
+            extra: Vec::new(),
+        };
+        assert_eq!(render_human("error", &plain), "siloc: error: m\n");
     }
 }

@@ -207,7 +207,16 @@ pub fn main() -> i32 {
         cli.command,
         Some(Command::Create(_) | Command::Run(_))
     ));
-    let to_stderr = match crate::cli::logging::init(cli.log.as_deref(), cli.log_format, cli.debug) {
+    let for_people = matches!(
+        cli.command,
+        Some(Command::Scenario(_) | Command::Image(_) | Command::Check(_))
+    );
+    let to_stderr = match crate::cli::logging::init(
+        cli.log.as_deref(),
+        cli.log_format,
+        cli.debug,
+        for_people,
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{}", errmsg::chain(&*e));

@@ -15,6 +15,31 @@ pub(super) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Average width of a character of the notes' 11 px sans-serif, px (about 0.55 em).
+const NOTE_CHAR_PX: f64 = 6.1;
+
+/// `notes` wrapped at spaces into lines that fit `px` pixels of 11 px text, so a long
+/// note (a skipped runtime's reason) is not cut off at the SVG's edge. A word longer
+/// than a line gets a line of its own.
+pub(super) fn wrap_notes(notes: &[String], px: f64) -> Vec<String> {
+    let max = ((px / NOTE_CHAR_PX) as usize).max(20);
+    let mut out = Vec::new();
+    for n in notes {
+        let mut line = String::new();
+        for word in n.split(' ') {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > max {
+                out.push(std::mem::take(&mut line));
+                line.push_str("    "); // continuation lines are indented
+            } else if !line.is_empty() && !line.ends_with("    ") {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        out.push(line);
+    }
+    out
+}
+
 /// A step of 1, 2 or 5 x 10^n giving about 5 ticks over `span`.
 fn tick_step(span: f64) -> f64 {
     if span <= 0.0 || !span.is_finite() {
@@ -76,6 +101,7 @@ pub fn grouped_bars(
     let n_series = series.len().max(1) as f64;
     let group_w = n_series * bar_w + 30.0;
     let width = left + right + group_w * groups.len().max(1) as f64;
+    let notes = wrap_notes(notes, width - left - 10.0);
     let legend_h = 20.0 * (series.len() + notes.len()) as f64;
     let height = plot_top + plot_h + 50.0 + legend_h;
     let y = |v: f64| plot_top + (top - v) / span * plot_h;
@@ -181,6 +207,21 @@ fn format_tick(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_notes_wrap_at_spaces() {
+        let n = vec![
+            "short".to_string(),
+            "word ".repeat(30).trim_end().to_string(),
+        ];
+        let l = wrap_notes(&n, 20.0 * NOTE_CHAR_PX + 1.0);
+        assert_eq!(l[0], "short");
+        assert!(l.len() > 3, "{l:?}");
+        assert!(l.iter().all(|x| x.chars().count() <= 20), "{l:?}");
+        assert!(l[2].starts_with("    word"), "{l:?}");
+        let words: usize = l[1..].iter().map(|x| x.split_whitespace().count()).sum();
+        assert_eq!(words, 30);
+    }
 
     #[test]
     fn ticks_are_round() {

@@ -3,11 +3,12 @@
 //! - [`tradeoff`]: one point per runtime (and policy) and workload, victim IOPS kept
 //!   (y, % of its baseline) against neighbour throughput kept (x, % of what they wrote
 //!   alone), with the goal's corner shaded; axes end at 200 %, points beyond sit on
-//!   the edge;
+//!   the edge with their figure written beside them; points that would hide each
+//!   other are moved apart by a few pixels (their tooltips keep the figures);
 //! - [`log_bars`]: p99 latency in ms on a log axis, baseline beside noisy, so 0.25 ms
 //!   and 400 ms read on one chart.
 
-use super::chart::{COLOURS, esc};
+use super::chart::{COLOURS, esc, wrap_notes};
 
 /// Point shapes, one per workload.
 const SHAPES: [&str; 4] = ["circle", "square", "triangle", "diamond"];
@@ -20,7 +21,13 @@ pub struct Point {
     pub y: f64,
     pub runtime: usize,
     pub workload: usize,
+    /// The neighbours' share under noise is below what the disk counters resolve
+    /// (`nbr MB/s` 0 on an unmarked row): drawn hollow, not as starved neighbours.
+    pub hollow: bool,
 }
+
+/// Pixels apart two points must be to both show (a point's radius is 6).
+const MIN_APART: f64 = 7.0;
 
 fn shape(kind: usize, cx: f64, cy: f64, fill: &str, tip: &str) -> String {
     let r = 6.0;
@@ -80,6 +87,7 @@ pub fn tradeoff(
     let legend_x = left + w + 30.0;
     let width = legend_x + 200.0;
     let legend_rows = runtimes.len() + workloads.len() + 1;
+    let notes = wrap_notes(notes, width - left - 10.0);
     let height =
         (top + h + 60.0 + 18.0 * notes.len() as f64).max(top + 20.0 * legend_rows as f64 + 20.0);
     let x = |v: f64| left + v.clamp(0.0, xmax) / xmax * w;
@@ -123,21 +131,58 @@ pub fn tradeoff(
         top + h + 36.0,
         top + h / 2.0
     ));
+    let mut placed: Vec<(f64, f64)> = Vec::new();
     for p in points {
         let tip = format!(
-            "{} {}: victim {:.0}%, neighbours {:.0}%",
+            "{} {}: victim {:.0}%, neighbours {:.0}%{}",
             runtimes.get(p.runtime).map_or("?", String::as_str),
             workloads.get(p.workload).map_or("?", String::as_str),
             p.y,
-            p.x
+            p.x,
+            if p.hollow {
+                " (below what the disk counters resolve)"
+            } else {
+                ""
+            }
         );
-        o.push_str(&shape(
-            p.workload,
-            x(p.x),
-            y(p.y),
-            COLOURS[p.runtime % COLOURS.len()],
-            &tip,
-        ));
+        let (mut cx, mut cy) = (x(p.x), y(p.y));
+        // Moved diagonally towards the plot's centre until free, so a point on an
+        // edge or in a corner stays inside the frame.
+        let (dx, dy) = (
+            (left + w / 2.0 - cx).signum() * MIN_APART * 0.75,
+            (top + h / 2.0 - cy).signum() * MIN_APART * 0.75,
+        );
+        while placed
+            .iter()
+            .any(|(px, py)| (px - cx).abs() < MIN_APART && (py - cy).abs() < MIN_APART)
+        {
+            cx += dx;
+            cy += dy;
+        }
+        placed.push((cx, cy));
+        let colour = COLOURS[p.runtime % COLOURS.len()];
+        if p.hollow {
+            // white inside, the runtime's colour on the outline
+            o.push_str(&shape(p.workload, cx, cy, "#fff", &tip).replace(
+                "stroke=\"#222\" stroke-width=\"0.8\"",
+                &format!("stroke=\"{colour}\" stroke-width=\"2\""),
+            ));
+        } else {
+            o.push_str(&shape(p.workload, cx, cy, colour, &tip));
+        }
+        let beyond: Vec<String> = [(p.x, xmax, "x"), (p.y, ymax, "y")]
+            .iter()
+            .filter(|(v, max, _)| v > max)
+            .map(|(v, _, axis)| format!("{axis} {v:.0}%"))
+            .collect();
+        if !beyond.is_empty() {
+            o.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n",
+                cx - 8.0,
+                cy + 3.5,
+                esc(&beyond.join(" "))
+            ));
+        }
     }
     // Legend: runtimes by colour, workloads by shape.
     let mut ly = top + 4.0;
@@ -204,6 +249,7 @@ pub fn log_bars(
     let bar_w = 14.0;
     let group_w = (series.len().max(1) as f64 * bar_w + 30.0).max(100.0);
     let width = (left + right + group_w * groups.len().max(1) as f64).max(640.0);
+    let notes = wrap_notes(notes, width - left - 10.0);
     let legend_h = 20.0 * (series.len() + notes.len()) as f64;
     let height = top + plot_h + 50.0 + legend_h;
     let span = f64::from(hi_dec - lo_dec);
@@ -312,12 +358,14 @@ mod tests {
                 y: 5.0,
                 runtime: 0,
                 workload: 0,
+                hollow: false,
             },
             Point {
                 x: 80.0,
                 y: 120.0,
                 runtime: 1,
                 workload: 1,
+                hollow: false,
             },
         ];
         let svg = tradeoff("t", &rts, &wls, &pts, (70.0, 90.0), &["n<1".to_string()]);
@@ -327,6 +375,54 @@ mod tests {
         assert!(svg.contains(">goal<") && svg.contains("n&lt;1"));
         // y runs past 100 to hold the 120 % point
         assert!(svg.contains(">140<") || svg.contains(">120<"), "{svg}");
+        assert!(
+            !svg.contains("x 9") && !svg.contains("y 1"),
+            "nothing beyond: {svg}"
+        );
+    }
+
+    #[test]
+    fn tradeoff_shows_points_beyond_the_edge_apart_and_hollow() {
+        let rts = vec!["siloc".to_string(), "runc".to_string(), "crun".to_string()];
+        let wls = vec!["randrw".to_string()];
+        let p = |x, y, runtime, hollow| Point {
+            x,
+            y,
+            runtime,
+            workload: 0,
+            hollow,
+        };
+        // three at 250-330 % x, 0 % y: all on the 200 % edge at the bottom
+        let pts = vec![
+            p(250.0, 0.0, 0, false),
+            p(290.0, 0.0, 1, false),
+            p(330.0, 0.0, 2, false),
+            p(0.0, 95.0, 0, true),
+        ];
+        let long = format!("skipped x: {}", "reason ".repeat(40));
+        let svg = tradeoff("t", &rts, &wls, &pts, (70.0, 90.0), &[long]);
+        assert!(
+            svg.contains(">x 250%<") && svg.contains(">x 330%<"),
+            "{svg}"
+        );
+        let centres: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle") && l.contains("victim 0%"))
+            .map(|l| l.split('"').nth(1).unwrap())
+            .collect();
+        assert_eq!(centres.len(), 3, "{svg}");
+        assert!(
+            centres[0] != centres[1] && centres[1] != centres[2],
+            "{centres:?}"
+        );
+        assert!(svg.contains("fill=\"#fff\" stroke=\"#0072B2\"") && svg.contains("(below what"));
+        // the long note is wrapped: no text line wider than the SVG
+        assert!(
+            svg.lines()
+                .filter(|l| l.contains("reason"))
+                .all(|l| l.len() < 200),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -325,7 +325,7 @@ fn pct(p: f64) -> String {
 }
 
 /// Note marks of a row, explained under the tables.
-fn marks(r: &Row) -> String {
+fn marks(r: &Row, s: &Scenario) -> String {
     let mut m = Vec::new();
     if r.not_on_disk {
         m.push("[a]");
@@ -336,7 +336,26 @@ fn marks(r: &Row) -> String {
     if r.failed > 0 {
         m.push("[c]");
     }
+    if rough_neighbours(r, s).is_some() {
+        m.push("[d]");
+    }
     m.join(" ")
+}
+
+/// Windows shorter than this many rounds of the neighbours' write+fsync loop make
+/// their figures depend on the phase each window caught.
+pub const NEIGHBOUR_ROUNDS_MIN: f64 = 2.0;
+
+/// Seconds one round of the neighbours' loop takes at the rate the disk gave them
+/// alone (all `count` files written and fsynced), when the measured window (`duration`)
+/// holds fewer than [`NEIGHBOUR_ROUNDS_MIN`] of them: then `nbr alone`, `nbr kept` and
+/// `idle` depend on which part of a round (page cache filling, or the fsync's flush)
+/// each window caught, and can exceed 100% on a quiet host. `None`: enough rounds,
+/// or no alone figure.
+pub fn rough_neighbours(r: &Row, s: &Scenario) -> Option<f64> {
+    let alone = r.neighbour_alone_bw.filter(|b| *b > 0.0)?;
+    let round = s.neighbours.count as f64 * r.neighbour_size as f64 / alone;
+    (f64::from(s.duration) < NEIGHBOUR_ROUNDS_MIN * round).then_some(round)
 }
 
 /// A workload's one-line description: `randrw: 4K blocks, iodepth 1, 70% reads, O_DIRECT`.
@@ -391,7 +410,7 @@ fn cells_of(r: &Row, s: &Scenario) -> [String; 14] {
         opt(r.neighbour_kept_pct, pct),
         opt(r.idle_share_pct, pct),
         r.cells.to_string(),
-        marks(r),
+        marks(r, s),
     ]
 }
 
@@ -440,6 +459,18 @@ impl Report {
         }
         if self.rows.iter().any(|r| r.failed > 0) {
             l.push("[c] some repetitions failed; see the errors below".to_string());
+        }
+        let s = &self.meta.scenario;
+        if let Some(round) = self
+            .rows
+            .iter()
+            .filter_map(|r| rough_neighbours(r, s))
+            .reduce(f64::max)
+        {
+            l.push(format!(
+                "[d] rough neighbour figures: each window ({} s) holds fewer than {NEIGHBOUR_ROUNDS_MIN:.0} rounds of the neighbours' write+fsync loop (up to {round:.0} s a round at their alone rate), so nbr alone, nbr kept and idle depend on which part of a round each window caught (page cache filling or the fsync's flush) and can exceed 100% on a quiet host; a longer duration averages over more rounds",
+                s.duration
+            ));
         }
         for (name, p) in &self.policies {
             l.push(format!("{name}: neighbours ran with {p}"));
@@ -666,6 +697,7 @@ impl Report {
                         y: r.victim_iops_kept_pct,
                         runtime: gi,
                         workload: li,
+                        hollow: r.neighbour_write_bw <= 0.0,
                     }),
                     Some(_) => without.push(format!("{g} {label} (page cache figures)")),
                     None => without.push(format!("{g} {label} (neighbours alone not measured)")),
@@ -676,6 +708,17 @@ impl Report {
             "goal (shaded): victim >= {GOAL_VICTIM_PCT:.0}% of its baseline IOPS, neighbours >= {GOAL_NEIGHBOUR_PCT:.0}% of what they write alone"
         )];
         tnotes.push(notes[0].clone());
+        if points.iter().any(|p| p.hollow) {
+            tnotes.push("hollow: the neighbours' share under noise is below what the disk counters resolve (nbr MB/s 0), not shown to be nothing".to_string());
+        }
+        if points.iter().any(|p| p.x > 200.0 || p.y > 200.0) {
+            tnotes.push(
+                "x N% / y N% beside a point: its figure, beyond the axis's 200% end".to_string(),
+            );
+        }
+        if self.rows.iter().any(|r| rough_neighbours(r, s).is_some()) {
+            tnotes.push("[d] in the tables: rough neighbour figures (windows shorter than two rounds of their write+fsync loop)".to_string());
+        }
         if !without.is_empty() {
             tnotes.push(format!("no point: {}", without.join(", ")));
         }
@@ -946,6 +989,9 @@ mod tests {
         );
         assert!(t.contains("[a] fio's O_DIRECT I/O did not reach the disk"));
         assert!(t.contains("[b] cgroup v1"));
+        // 9 s windows, 2 x 4G rounds of 21 s at 400 MB/s alone
+        assert!(runc_line.ends_with("[d]"), "{runc_line}");
+        assert!(t.contains("[d] rough neighbour figures: each window (9 s)"));
         assert!(t.contains("skipped youki: not installed"));
         assert!(
             t.contains("siloc-policy: neighbours ran with class=noisy cgroup=v1 wbps=52428800")
@@ -985,6 +1031,23 @@ mod tests {
             tradeoff.contains("runsc randrw (page cache figures)"),
             "{tradeoff}"
         );
+    }
+
+    #[test]
+    fn neighbour_figures_are_rough_below_two_rounds_a_window() {
+        let mut r = report(CgroupIo::V2).rows[0].clone();
+        let mut s = Scenario::builtin(true).unwrap();
+        r.neighbour_size = 4 << 30;
+        r.neighbour_alone_bw = Some(400e6);
+        s.neighbours.count = 2;
+        s.duration = 60; // rounds of 21.5 s: 2.8 a window
+        assert_eq!(rough_neighbours(&r, &s), None);
+        s.duration = 8; // --quick
+        let round = rough_neighbours(&r, &s).unwrap();
+        assert!((round - 21.47).abs() < 0.01, "{round}");
+        assert!(cells_of(&r, &s)[13].contains("[d]"));
+        r.neighbour_alone_bw = None;
+        assert_eq!(rough_neighbours(&r, &s), None, "alone not measured");
     }
 
     #[test]
