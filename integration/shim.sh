@@ -81,6 +81,9 @@ state = "$STATE"
   address = "$SOCK.ttrpc"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$T/opt"
+# 2.1 would serve the host's /run/nri/nri.sock (1.6 has no NRI plugin: ignored there).
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE"
   restrict_oom_score_adj = true
@@ -232,6 +235,7 @@ c_ready() {
   "${CTR[@]}" image import "$T/pause.oci.tar" 2>/dev/null >/dev/null ||
     "${CTR[@]}" image import "${SILOC_IMAGES_DIR:-hack/.cache/images}/pause.oci.tar" >/dev/null
   expect_match "$(cri version)" "^containerd $CVER" "CRI Version"
+  expect_match "$("$SHIM" -v)" '^  Version: +[0-9]' "the shim's -v, as the runc shim's"
   our_mounts >"$T/mounts.before"
 }
 
@@ -665,7 +669,7 @@ run_suite() {
   echo "$E2E_NAME: containerd $CVER cases with $("$2/containerd" --version)"
   [ "$CVER" != 2.1 ] || [ -z "$C21_PROV" ] || echo "$E2E_NAME: containerd 2.1: $C21_PROV"
   start_containerd "$2"
-  case_if "containerd $CVER: images, CRI Version" c_ready
+  case_if "containerd $CVER: images, CRI Version, shim -v" c_ready
   case_if "containerd $CVER shim: io.siloc.userns=auto pod, 2 containers, logs, exec, exit 7" c_userns_auto
   case_if "containerd $CVER shim: io.siloc.userns=auto pod on a CNI pod network, exec, logs, exit 9" c_userns_auto_podnet
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50

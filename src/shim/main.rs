@@ -25,6 +25,19 @@ mod runtime;
 mod service;
 
 fn main() {
+    // `-v`, as containerd's runc shim answers it (its flag package takes one or two
+    // dashes); containerd-shim 0.11 parses the flag but ignores it.
+    if std::env::args()
+        .skip(1)
+        .any(|a| matches!(a.as_str(), "-v" | "--v" | "-version" | "--version"))
+    {
+        println!(
+            "containerd-shim-siloc-v2:\n  Version:  {}\n  Runtime:  {}",
+            env!("CARGO_PKG_VERSION"),
+            service::RUNTIME_ID
+        );
+        return;
+    }
     // containerd 2.x asks `shim -info` (runtime options on stdin) before it creates a
     // user-namespaced pod's containers, and checks their spec against the features;
     // containerd-shim 0.11 predates that action.
