@@ -291,8 +291,13 @@ fn cell_estimate(s: &Scenario) -> f64 {
     } else {
         0
     };
-    f64::from(2 * (s.ramp + s.duration) + s.warmup + alone + idle) + 6.0
+    // Plus the set-up of the cell's 6 containers, 3 syncs and the neighbours' files:
+    // 12 s a cell measured (`--quick`, 2026-12-07: 839 s for 15 cells of 44 s phases).
+    f64::from(2 * (s.ramp + s.duration) + s.warmup + alone + idle) + CELL_SETUP_SECS
 }
+
+/// Seconds a cell spends outside its measured phases (see [`cell_estimate`]).
+const CELL_SETUP_SECS: f64 = 12.0;
 
 /// What the classes of policy runtime `entry` need on the target's disk that this
 /// host does not offer (`iopolicy::host::unmet`), as one note; `None`: all applies.
