@@ -291,7 +291,7 @@ fn cell_estimate(s: &Scenario) -> f64 {
     } else {
         0
     };
-    // Plus the set-up of the cell's 6 containers, 3 syncs and the neighbours' files:
+    // Plus the set-up of the cell's 7 containers, 3 syncs and the neighbours' files:
     // 12 s a cell measured (`--quick`, 2026-12-07: 839 s for 15 cells of 44 s phases).
     f64::from(2 * (s.ramp + s.duration) + s.warmup + alone + idle) + CELL_SETUP_SECS
 }
