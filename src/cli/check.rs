@@ -32,14 +32,14 @@ pub(crate) fn check(a: &CheckArgs) -> anyhow::Result<()> {
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("--scheduler {spec:?}: use DISK=NAME, e.g. vda=bfq"))?;
         eprintln!(
-            "warning: host-wide change: every process's I/O to {disk} goes through the {want} scheduler from now on (until changed back or reboot)"
+            "siloc: warning: host-wide change: every process's I/O to {disk} goes through the {want} scheduler from now on (until changed back or reboot)"
         );
         let was = host::set_scheduler(sysfs, disk, want)?;
         eprintln!("{disk}: scheduler {was} -> {want}");
     }
     if let Some(disk) = &a.enable_iocost {
         eprintln!(
-            "warning: host-wide change: io.cost now paces every cgroup's I/O to {disk} with the kernel's default cost model (until disabled with \"MAJ:MIN enable=0\" in /sys/fs/cgroup/io.cost.qos)"
+            "siloc: warning: host-wide change: io.cost now paces every cgroup's I/O to {disk} with the kernel's default cost model (until disabled with \"MAJ:MIN enable=0\" in /sys/fs/cgroup/io.cost.qos)"
         );
         let line = host::enable_iocost(sysfs, cgroup_root, disk)?;
         eprintln!(

@@ -20,7 +20,7 @@ const NOTE_CHAR_PX: f64 = 6.1;
 
 /// `notes` wrapped at spaces into lines that fit `px` pixels of 11 px text, so a long
 /// note (a skipped runtime's reason) is not cut off at the SVG's edge. A word longer
-/// than a line gets a line of its own.
+/// than a line gets a line of its own. (No indent: SVG text drops leading spaces.)
 pub(super) fn wrap_notes(notes: &[String], px: f64) -> Vec<String> {
     let max = ((px / NOTE_CHAR_PX) as usize).max(20);
     let mut out = Vec::new();
@@ -29,8 +29,7 @@ pub(super) fn wrap_notes(notes: &[String], px: f64) -> Vec<String> {
         for word in n.split(' ') {
             if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > max {
                 out.push(std::mem::take(&mut line));
-                line.push_str("    "); // continuation lines are indented
-            } else if !line.is_empty() && !line.ends_with("    ") {
+            } else if !line.is_empty() {
                 line.push(' ');
             }
             line.push_str(word);
@@ -218,7 +217,7 @@ mod tests {
         assert_eq!(l[0], "short");
         assert!(l.len() > 3, "{l:?}");
         assert!(l.iter().all(|x| x.chars().count() <= 20), "{l:?}");
-        assert!(l[2].starts_with("    word"), "{l:?}");
+        assert!(l[2].starts_with("word"), "{l:?}");
         let words: usize = l[1..].iter().map(|x| x.split_whitespace().count()).sum();
         assert_eq!(words, 30);
     }

@@ -22,7 +22,8 @@ pub struct Point {
     pub runtime: usize,
     pub workload: usize,
     /// The neighbours' share under noise is below what the disk counters resolve
-    /// (`nbr MB/s` 0 on an unmarked row): drawn hollow, not as starved neighbours.
+    /// (`nbr MB/s` 0 on a row whose figures reached the disk): drawn hollow, not as
+    /// starved neighbours.
     pub hollow: bool,
 }
 
@@ -176,9 +177,14 @@ pub fn tradeoff(
             .map(|(v, _, axis)| format!("{axis} {v:.0}%"))
             .collect();
         if !beyond.is_empty() {
+            // Left of the point, unless that would cover the y axis's tick labels.
+            let (lx, anchor) = if cx - left < 60.0 {
+                (cx + 8.0, "start")
+            } else {
+                (cx - 8.0, "end")
+            };
             o.push_str(&format!(
-                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n",
-                cx - 8.0,
+                "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"{anchor}\">{}</text>\n",
                 cy + 3.5,
                 esc(&beyond.join(" "))
             ));

@@ -103,6 +103,9 @@ pub struct Row {
     pub neighbour_kept_pct: Option<f64>,
     /// neighbour_idle_bw / neighbour_alone_bw x 100.
     pub idle_share_pct: Option<f64>,
+    /// Seconds one round of the neighbours' loop takes ([`neighbour_round`]); `None`
+    /// without a rate.
+    pub neighbour_round_secs: Option<f64>,
 }
 
 /// The whole report.
@@ -270,6 +273,11 @@ pub fn build(meta: RunMeta, cells: &[CellResult]) -> Report {
                     neighbour_idle_bw: idle,
                     neighbour_kept_pct: share((!ok.is_empty()).then_some(neighbour_write_bw)),
                     idle_share_pct: share(idle),
+                    neighbour_round_secs: neighbour_round(
+                        s.neighbours.count,
+                        size,
+                        alone.or((!ok.is_empty()).then_some(neighbour_write_bw)),
+                    ),
                 });
             }
         }
@@ -346,16 +354,22 @@ fn marks(r: &Row, s: &Scenario) -> String {
 /// their figures depend on the phase each window caught.
 pub const NEIGHBOUR_ROUNDS_MIN: f64 = 2.0;
 
-/// Seconds one round of the neighbours' loop takes at the rate the disk gave them
-/// alone (all `count` files written and fsynced), when the measured window (`duration`)
-/// holds fewer than [`NEIGHBOUR_ROUNDS_MIN`] of them: then `nbr alone`, `nbr kept` and
-/// `idle` depend on which part of a round (page cache filling, or the fsync's flush)
-/// each window caught, and can exceed 100% on a quiet host. `None`: enough rounds,
-/// or no alone figure.
+/// Seconds one round of the neighbours' loop takes: all `count` files of `size` bytes
+/// written and fsynced at `rate` bytes/s (what the disk wrote for them alone, else
+/// under noise). `None` without neighbours or a rate.
+pub fn neighbour_round(count: u32, size: u64, rate: Option<f64>) -> Option<f64> {
+    let rate = rate.filter(|b| *b > 0.0 && b.is_finite())?;
+    (count > 0 && size > 0).then(|| f64::from(count) * size as f64 / rate)
+}
+
+/// A row's round ([`neighbour_round`]) when the measured window (`duration`) holds
+/// fewer than [`NEIGHBOUR_ROUNDS_MIN`] of them: then `nbr MB/s`, `nbr alone`, `nbr
+/// kept` and `idle` depend on which part of a round (page cache filling, or the
+/// fsync's flush) each window caught, and can exceed 100% on a quiet host. `None`:
+/// enough rounds, or no round.
 pub fn rough_neighbours(r: &Row, s: &Scenario) -> Option<f64> {
-    let alone = r.neighbour_alone_bw.filter(|b| *b > 0.0)?;
-    let round = s.neighbours.count as f64 * r.neighbour_size as f64 / alone;
-    (f64::from(s.duration) < NEIGHBOUR_ROUNDS_MIN * round).then_some(round)
+    r.neighbour_round_secs
+        .filter(|round| f64::from(s.duration) < NEIGHBOUR_ROUNDS_MIN * round)
 }
 
 /// A workload's one-line description: `randrw: 4K blocks, iodepth 1, 70% reads, O_DIRECT`.
@@ -468,7 +482,7 @@ impl Report {
             .reduce(f64::max)
         {
             l.push(format!(
-                "[d] rough neighbour figures: each window ({} s) holds fewer than {NEIGHBOUR_ROUNDS_MIN:.0} rounds of the neighbours' write+fsync loop (up to {round:.0} s a round at their alone rate), so nbr alone, nbr kept and idle depend on which part of a round each window caught (page cache filling or the fsync's flush) and can exceed 100% on a quiet host; a longer duration averages over more rounds",
+                "[d] rough neighbour figures: each window ({} s) holds fewer than {NEIGHBOUR_ROUNDS_MIN:.0} rounds of the neighbours' write+fsync loop (up to {round:.0} s a round at their alone rate), so nbr MB/s, nbr alone, nbr kept and idle depend on which part of a round each window caught (page cache filling or the fsync's flush) and can exceed 100% on a quiet host; a duration of at least two rounds averages them",
                 s.duration
             ));
         }
@@ -560,7 +574,7 @@ impl Report {
     /// One CSV line per row, raw numbers (IOPS, µs, bytes/s).
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "workload,runtime,neighbours,neighbour_size_bytes,cells,failed,baseline_iops,noise_iops,iops_drop_pct,baseline_p99_us,noise_p99_us,p99_rise_pct,baseline_bw_bytes,noise_bw_bytes,neighbour_write_bw_bytes,disk_share,cached_share,not_on_disk,cgroup_v1_writeback,victim_iops_kept_pct,neighbour_alone_bw_bytes,neighbour_idle_bw_bytes,neighbour_kept_pct,idle_share_pct\n",
+            "workload,runtime,neighbours,neighbour_size_bytes,cells,failed,baseline_iops,noise_iops,iops_drop_pct,baseline_p99_us,noise_p99_us,p99_rise_pct,baseline_bw_bytes,noise_bw_bytes,neighbour_write_bw_bytes,disk_share,cached_share,not_on_disk,cgroup_v1_writeback,victim_iops_kept_pct,neighbour_alone_bw_bytes,neighbour_idle_bw_bytes,neighbour_kept_pct,idle_share_pct,neighbour_round_s,rough_neighbours\n",
         );
         for r in &self.rows {
             let fields = [
@@ -598,6 +612,12 @@ impl Report {
                 r.idle_share_pct
                     .map(|v| format!("{v:.1}"))
                     .unwrap_or_default(),
+                r.neighbour_round_secs
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_default(),
+                rough_neighbours(r, &self.meta.scenario)
+                    .is_some()
+                    .to_string(),
             ];
             out.push_str(&fields.join(","));
             out.push('\n');
@@ -697,7 +717,8 @@ impl Report {
                         y: r.victim_iops_kept_pct,
                         runtime: gi,
                         workload: li,
-                        hollow: r.neighbour_write_bw <= 0.0,
+                        // shown as 0 in the table's whole MB/s
+                        hollow: r.neighbour_write_bw < 0.5e6,
                     }),
                     Some(_) => without.push(format!("{g} {label} (page cache figures)")),
                     None => without.push(format!("{g} {label} (neighbours alone not measured)")),
@@ -1009,7 +1030,7 @@ mod tests {
             csv.lines()
                 .next()
                 .unwrap()
-                .ends_with(",neighbour_kept_pct,idle_share_pct")
+                .ends_with(",idle_share_pct,neighbour_round_s,rough_neighbours")
         );
         assert_eq!(csv.lines().count(), 1 + r.rows.len());
         assert!(
@@ -1037,17 +1058,18 @@ mod tests {
     fn neighbour_figures_are_rough_below_two_rounds_a_window() {
         let mut r = report(CgroupIo::V2).rows[0].clone();
         let mut s = Scenario::builtin(true).unwrap();
-        r.neighbour_size = 4 << 30;
-        r.neighbour_alone_bw = Some(400e6);
-        s.neighbours.count = 2;
+        r.neighbour_round_secs = neighbour_round(2, 4 << 30, Some(400e6));
         s.duration = 60; // rounds of 21.5 s: 2.8 a window
         assert_eq!(rough_neighbours(&r, &s), None);
         s.duration = 8; // --quick
         let round = rough_neighbours(&r, &s).unwrap();
         assert!((round - 21.47).abs() < 0.01, "{round}");
         assert!(cells_of(&r, &s)[13].contains("[d]"));
-        r.neighbour_alone_bw = None;
-        assert_eq!(rough_neighbours(&r, &s), None, "alone not measured");
+        r.neighbour_round_secs = None;
+        assert_eq!(rough_neighbours(&r, &s), None, "no rate");
+        assert_eq!(neighbour_round(2, 4 << 30, None), None);
+        assert_eq!(neighbour_round(0, 4 << 30, Some(1e6)), None);
+        assert_eq!(neighbour_round(2, 4 << 30, Some(0.0)), None);
     }
 
     #[test]
