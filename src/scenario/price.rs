@@ -30,7 +30,27 @@ pub struct Point {
 /// Pixels apart two points must be to both show (a point's radius is 6).
 const MIN_APART: f64 = 7.0;
 
-fn shape(kind: usize, cx: f64, cy: f64, fill: &str, tip: &str) -> String {
+/// Where the trade-off chart's axes end at most, %: a point beyond sits on the edge.
+pub const AXIS_MAX_PCT: f64 = 200.0;
+
+/// How a shape is drawn: fill and outline colours, outline width (px).
+struct Paint<'a> {
+    fill: &'a str,
+    stroke: &'a str,
+    width: f64,
+}
+
+/// A filled point with the usual dark outline.
+fn filled(fill: &str) -> Paint<'_> {
+    Paint {
+        fill,
+        stroke: "#222",
+        width: 0.8,
+    }
+}
+
+fn shape(kind: usize, cx: f64, cy: f64, paint: &Paint<'_>, tip: &str) -> String {
+    let fill = paint.fill;
     let r = 6.0;
     let body = match SHAPES[kind % SHAPES.len()] {
         "circle" => format!("<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{r}\" fill=\"{fill}\""),
@@ -58,7 +78,9 @@ fn shape(kind: usize, cx: f64, cy: f64, fill: &str, tip: &str) -> String {
         ),
     };
     format!(
-        "{body} stroke=\"#222\" stroke-width=\"0.8\"><title>{}</title></{}>\n",
+        "{body} stroke=\"{}\" stroke-width=\"{}\"><title>{}</title></{}>\n",
+        paint.stroke,
+        paint.width,
         esc(tip),
         match SHAPES[kind % SHAPES.len()] {
             "circle" => "circle",
@@ -81,7 +103,7 @@ pub fn tradeoff(
 ) -> String {
     // Axes to at least 100 % and at most 200 %: a point beyond sits on the edge (its
     // tooltip keeps the figure), so one outlier does not squash the others.
-    let round_up = |v: f64| ((v.max(100.0) / 20.0).ceil() * 20.0).min(200.0);
+    let round_up = |v: f64| ((v.max(100.0) / 20.0).ceil() * 20.0).min(AXIS_MAX_PCT);
     let xmax = round_up(points.iter().map(|p| p.x).fold(0.0, f64::max));
     let ymax = round_up(points.iter().map(|p| p.y).fold(0.0, f64::max));
     let (left, top, w, h) = (70.0, 50.0, 420.0, 320.0);
@@ -162,15 +184,17 @@ pub fn tradeoff(
         }
         placed.push((cx, cy));
         let colour = COLOURS[p.runtime % COLOURS.len()];
-        if p.hollow {
+        let paint = if p.hollow {
             // white inside, the runtime's colour on the outline
-            o.push_str(&shape(p.workload, cx, cy, "#fff", &tip).replace(
-                "stroke=\"#222\" stroke-width=\"0.8\"",
-                &format!("stroke=\"{colour}\" stroke-width=\"2\""),
-            ));
+            Paint {
+                fill: "#fff",
+                stroke: colour,
+                width: 2.0,
+            }
         } else {
-            o.push_str(&shape(p.workload, cx, cy, colour, &tip));
-        }
+            filled(colour)
+        };
+        o.push_str(&shape(p.workload, cx, cy, &paint, &tip));
         let beyond: Vec<String> = [(p.x, xmax, "x"), (p.y, ymax, "y")]
             .iter()
             .filter(|(v, max, _)| v > max)
@@ -204,7 +228,7 @@ pub fn tradeoff(
     }
     ly += 10.0;
     for (i, wl) in workloads.iter().enumerate() {
-        o.push_str(&shape(i, legend_x + 6.0, ly - 4.0, "#fff", wl));
+        o.push_str(&shape(i, legend_x + 6.0, ly - 4.0, &filled("#fff"), wl));
         o.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>\n",
             legend_x + 18.0,

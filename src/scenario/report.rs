@@ -482,7 +482,7 @@ impl Report {
             .reduce(f64::max)
         {
             l.push(format!(
-                "[d] rough neighbour figures: each window ({} s) holds fewer than {NEIGHBOUR_ROUNDS_MIN:.0} rounds of the neighbours' write+fsync loop (up to {round:.0} s a round at their alone rate), so nbr MB/s, nbr alone, nbr kept and idle depend on which part of a round each window caught (page cache filling or the fsync's flush) and can exceed 100% on a quiet host; a duration of at least two rounds averages them",
+                "[d] rough neighbour figures: each window ({} s) holds fewer than {NEIGHBOUR_ROUNDS_MIN:.0} rounds of the neighbours' write+fsync loop (up to {round:.0} s a round at their alone rate, else their rate under noise), so nbr MB/s, nbr alone, nbr kept and idle depend on which part of a round each window caught (page cache filling or the fsync's flush) and can exceed 100% on a quiet host; a duration of at least two rounds averages them",
                 s.duration
             ));
         }
@@ -732,7 +732,10 @@ impl Report {
         if points.iter().any(|p| p.hollow) {
             tnotes.push("hollow: the neighbours' share under noise is below what the disk counters resolve (nbr MB/s 0), not shown to be nothing".to_string());
         }
-        if points.iter().any(|p| p.x > 200.0 || p.y > 200.0) {
+        if points
+            .iter()
+            .any(|p| p.x > price::AXIS_MAX_PCT || p.y > price::AXIS_MAX_PCT)
+        {
             tnotes.push(
                 "x N% / y N% beside a point: its figure, beyond the axis's 200% end".to_string(),
             );
