@@ -9,6 +9,8 @@
 //! range and allocates none. A spec that already has a user namespace
 //! (containerd 2.x `hostUsers: false` pods) is left as it is.
 
+use std::path::{Component, Path, PathBuf};
+
 use serde_json::{Value, json};
 use siloc::annotations as ann;
 
@@ -146,17 +148,26 @@ pub fn idmapped_mounts(spec: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Gives search permission to all (adds o+x, never read) on the directories of
-/// containerd's root and state dirs (the parent of a path's topmost `io.containerd.*`
-/// component) down to the bind-mount sources of a container in a user namespace. libcontainer 0.7
-/// resolves bind sources inside the container's user namespace, as the range's root,
-/// and containerd makes its CRI sandbox and container directories 0700 unless it
-/// knows of the user namespace itself (runc 1.2 opens the sources outside instead).
-/// Returns the directories changed, for the log. Errors are logged, not returned:
-/// the mount then fails with siloc's own message.
-pub fn open_bind_sources(spec: &Value) -> Vec<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut changed = Vec::new();
+/// The directory containerd's CRI plugin keeps its per-pod files in, below its root
+/// (`/var/lib/containerd`) and its state dir (`/run/containerd`).
+const CRI_DIR: &str = "io.containerd.grpc.v1.cri";
+
+/// Gives search permission to all (adds o+x, never read or g+x) on the directories
+/// from containerd's root or state dir down to the bind-mount sources of a container
+/// in a user namespace that live in this pod's own CRI directories:
+/// `<containerd dir>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/...`, `<id>`
+/// being the container `id` or its sandbox (`io.kubernetes.cri.sandbox-id`), both
+/// made by containerd after the pod's spec was written, so a hostPath cannot name
+/// them. Other sources (hostPath volumes) are never touched, nor a symlink's target.
+/// libcontainer 0.7 resolves bind sources inside the container's user namespace, as
+/// the range's root, and containerd makes its CRI sandbox and container directories
+/// 0700 unless it knows of the user namespace itself (runc 1.2 opens the sources
+/// outside instead). Returns the directories changed, for the log. Errors are logged,
+/// not returned: the mount then fails with siloc's own message.
+pub fn open_bind_sources(spec: &Value, id: &str) -> Vec<PathBuf> {
+    let mut ids = vec![id];
+    ids.extend(spec["annotations"][SANDBOX_ID].as_str());
+    ids.retain(|i| !i.is_empty());
     let sources = spec["mounts"]
         .as_array()
         .into_iter()
@@ -167,44 +178,67 @@ pub fn open_bind_sources(spec: &Value) -> Vec<std::path::PathBuf> {
                     .as_array()
                     .is_some_and(|o| o.iter().any(|o| o == "bind" || o == "rbind"))
         })
-        .filter_map(|m| m["source"].as_str().map(std::path::PathBuf::from));
-    let plugin_dir = |p: &std::path::Path| {
-        p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("io.containerd."))
-    };
+        .filter_map(|m| m["source"].as_str().map(PathBuf::from));
+    let mut changed = Vec::new();
     for src in sources {
-        // containerd's root or state dir: the parent of the topmost io.containerd.* dir.
-        let Some(base) = src
-            .ancestors()
-            .filter(|a| plugin_dir(a))
-            .last()
-            .and_then(std::path::Path::parent)
-        else {
+        let Some(base) = cri_base(&src, &ids) else {
             continue;
         };
-        for dir in src.ancestors().skip(1) {
-            if !dir.starts_with(base) {
-                break;
-            }
-            let Ok(meta) = std::fs::metadata(dir) else {
-                continue;
-            };
-            let mode = meta.permissions().mode();
-            if meta.is_dir() && mode & 0o001 == 0 {
-                match std::fs::set_permissions(
-                    dir,
-                    std::fs::Permissions::from_mode((mode & 0o7777) | 0o011),
-                ) {
-                    Ok(()) => changed.push(dir.to_path_buf()),
-                    Err(e) => log::warn!(
-                        "cannot open {} for the container's user namespace: {e}",
-                        dir.display()
-                    ),
-                }
+        for dir in src.ancestors().skip(1).take_while(|d| d.starts_with(base)) {
+            match add_search(dir) {
+                Ok(true) => changed.push(dir.to_path_buf()),
+                Ok(false) => {}
+                Err(e) => log::warn!(
+                    "cannot open {} for the container's user namespace: {e}",
+                    dir.display()
+                ),
             }
         }
     }
     changed
+}
+
+/// containerd's root or state dir when `src` lies in the CRI directory of one of
+/// `ids`: `<base>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/<more>`.
+/// Relative sources and `..` components never match.
+fn cri_base<'a>(src: &'a Path, ids: &[&str]) -> Option<&'a Path> {
+    if !src.is_absolute() || src.components().any(|c| c == Component::ParentDir) {
+        return None;
+    }
+    src.ancestors().find_map(|a| {
+        if a.file_name()? != CRI_DIR {
+            return None;
+        }
+        let mut rest = src.strip_prefix(a).ok()?.components();
+        let kind = rest.next()?.as_os_str();
+        let owner = rest.next()?.as_os_str();
+        rest.next()?;
+        let ours = (kind == "sandboxes" || kind == "containers") && ids.iter().any(|i| owner == *i);
+        if ours { a.parent() } else { None }
+    })
+}
+
+/// Adds o+x to directory `dir` unless it has it; `Ok(false)` when it had it, or is a
+/// symlink or no directory (opened with `O_NOFOLLOW`, changed through that fd).
+fn add_search(dir: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+    {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    };
+    let mode = f.metadata()?.permissions().mode();
+    if mode & 0o001 != 0 {
+        return Ok(false);
+    }
+    f.set_permissions(std::fs::Permissions::from_mode((mode & 0o7777) | 0o001))?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -223,45 +257,78 @@ mod tests {
     }
 
     #[test]
-    fn only_containerds_dirs_get_search_permission() {
+    fn only_the_pods_cri_dirs_get_search_permission() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        let base = d.path().join("root");
-        let sb = base.join("io.containerd.grpc.v1.cri/sandboxes/x");
-        std::fs::create_dir_all(&sb).unwrap();
+        let at = |p: &str| d.path().join(p);
+        let base = at("root");
+        let sb = base.join("io.containerd.grpc.v1.cri/sandboxes/pod1");
+        let ct = base.join("io.containerd.grpc.v1.cri/containers/c1/volumes");
+        let strange = base.join("io.containerd.grpc.v1.cri/sandboxes/pod2");
+        // A hostPath volume that merely has an io.containerd.* component (the break-it
+        // report's repro), and a symlink in it to a private directory elsewhere.
+        let host = at("priv/io.containerd.evil/data");
+        for p in [&sb, &ct, &strange, &host, &at("secret/sub")] {
+            std::fs::create_dir_all(p).unwrap();
+        }
         std::fs::write(sb.join("hosts"), "").unwrap();
-        let other = d.path().join("private/dir");
-        std::fs::create_dir_all(&other).unwrap();
-        for p in [
+        std::os::unix::fs::symlink(at("secret"), at("priv/io.containerd.evil/lnk")).unwrap();
+        std::os::unix::fs::symlink(at("secret"), sb.join("lnk")).unwrap();
+        let private = [
             d.path().to_path_buf(),
             base.clone(),
             base.join("io.containerd.grpc.v1.cri"),
             sb.clone(),
-            d.path().join("private"),
-        ] {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+            base.join("io.containerd.grpc.v1.cri/containers/c1"),
+            strange.clone(),
+            at("priv"),
+            at("priv/io.containerd.evil"),
+            at("secret"),
+        ];
+        for p in &private {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
         }
-        let spec = json!({"mounts": [
-            {"type": "bind", "source": sb.join("hosts"), "destination": "/etc/hosts"},
-            {"type": "none", "options": ["rbind"], "source": other.join("f"), "destination": "/f"}]});
-        let changed = open_bind_sources(&spec);
-        // sandboxes/ was made 0755: already searchable, left as it is.
+        let bind = |src: PathBuf| json!({"type": "bind", "source": src, "destination": "/x"});
+        let spec = json!({
+            "annotations": {SANDBOX_ID: "pod1"},
+            "mounts": [
+                bind(sb.join("hosts")),
+                {"type": "none", "options": ["rbind"], "source": ct.join("v"), "destination": "/v"},
+                bind(strange.join("hosts")),
+                bind(host.clone()),
+                bind(at("priv/io.containerd.evil/lnk/sub")),
+                bind(sb.join("lnk/sub")),
+                bind(sb.join("../pod2/hosts")),
+                {"type": "tmpfs", "source": sb.join("tmp"), "destination": "/t"}]});
+        let changed = open_bind_sources(&spec, "c1");
+        // sandboxes/ and containers/ were made 0755: already searchable, left as they are.
         assert_eq!(
             changed,
             vec![
                 sb.clone(),
                 base.join("io.containerd.grpc.v1.cri"),
-                base.clone()
+                base.clone(),
+                base.join("io.containerd.grpc.v1.cri/containers/c1"),
             ]
         );
-        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&sb), 0o711);
-        assert_eq!(mode(d.path()), 0o700, "above containerd's root: untouched");
-        assert_eq!(
-            mode(&d.path().join("private")),
-            0o700,
-            "not containerd's: untouched"
-        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&sb), 0o701, "o+x only");
+        for (p, why) in [
+            (d.path(), "above containerd's root"),
+            (strange.as_path(), "another pod's"),
+            (&at("priv"), "a hostPath's parent"),
+            (
+                &at("priv/io.containerd.evil"),
+                "a hostPath's io.containerd.* component",
+            ),
+            (&at("secret"), "a symlink's target"),
+        ] {
+            assert_eq!(mode(p), 0o700, "{why}: untouched");
+        }
+        // Without the sandbox annotation only the container's own directory counts.
+        let spec = json!({"mounts": [bind(strange.join("hosts"))]});
+        assert_eq!(open_bind_sources(&spec, "pod2x"), Vec::<PathBuf>::new());
+        assert_eq!(open_bind_sources(&spec, "pod2"), vec![strange.clone()]);
     }
 
     #[test]
