@@ -54,12 +54,15 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     })
 }
 
-/// Copies `from` to the FIFO `path` (opened for writing here: blocks until
-/// containerd reads it) until EOF, then reports on `done`.
+/// Copies `from` to the FIFO `path` until EOF, then reports on `done`. The FIFO is
+/// opened for writing once containerd has its read side open (containerd opens it
+/// before it asks for the process); when containerd has removed the FIFO instead (an
+/// exec that failed: containerd's ExecSync cleans up at once), the output is drained
+/// and the thread ends, where a blocking open(2) would wait for a reader forever.
 fn copy_out(mut from: File, path: String, done: Sender<()>) {
     std::thread::spawn(move || {
-        match OpenOptions::new().write(true).open(&path) {
-            Ok(mut to) => {
+        match open_fifo_writer(&path) {
+            Ok(Some(mut to)) => {
                 let mut buf = [0u8; 32 * 1024];
                 loop {
                     match from.read(&mut buf) {
@@ -77,6 +80,10 @@ fn copy_out(mut from: File, path: String, done: Sender<()>) {
                     }
                 }
             }
+            Ok(None) => {
+                log::warn!("stdio fifo {path} removed before containerd read it");
+                let _ = std::io::copy(&mut from, &mut std::io::sink());
+            }
             Err(e) => {
                 log::warn!("open stdio fifo {path}: {e}");
                 let _ = std::io::copy(&mut from, &mut std::io::sink());
@@ -84,6 +91,39 @@ fn copy_out(mut from: File, path: String, done: Sender<()>) {
         }
         let _ = done.send(());
     });
+}
+
+/// How often [`open_fifo_writer`] retries while the FIFO has no reader.
+const FIFO_RETRY: Duration = Duration::from_millis(20);
+
+/// Opens FIFO `path` for writing (blocking writes, so a slow reader slows the
+/// process, as with runc's shim). `O_NONBLOCK` makes open(2) fail with ENXIO while
+/// no reader has it open (fifo(7)) instead of waiting; it is retried every
+/// [`FIFO_RETRY`] as long as `path` exists. `Ok(None)`: the FIFO was removed first.
+fn open_fifo_writer(path: &str) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    loop {
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                let fl = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
+                let fl = nix::fcntl::OFlag::from_bits_retain(fl) - nix::fcntl::OFlag::O_NONBLOCK;
+                nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(fl))?;
+                return Ok(Some(f));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if !std::path::Path::new(path).exists() {
+                    return Ok(None);
+                }
+                std::thread::sleep(FIFO_RETRY);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Copies the stdin FIFO `path` into `to` until EOF, then closes `to`.
@@ -320,4 +360,58 @@ fn recv_fd(conn: &std::os::unix::net::UnixStream) -> std::io::Result<File> {
         std::io::ErrorKind::InvalidData,
         "no file descriptor in the console socket message",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo(dir: &tempfile::TempDir) -> String {
+        let p = dir.path().join("stdout");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        p.display().to_string()
+    }
+
+    /// The break-it report's leak: containerd removed an exec's FIFO before any reader
+    /// opened it; the copier must end (a blocking open(2) never returned).
+    #[test]
+    fn a_fifo_removed_unread_ends_the_copier() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(&dir);
+        let (r, w) = pipe().unwrap();
+        let (tx, rx) = channel();
+        copy_out(File::from(r), path.clone(), tx);
+        File::from(w).write_all(b"lost").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::remove_file(&path).unwrap();
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("the copier still waits for a reader of a removed FIFO");
+    }
+
+    /// A reader that comes late gets everything, through a blocking write side.
+    #[test]
+    fn a_late_reader_gets_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(&dir);
+        let (r, w) = pipe().unwrap();
+        let (tx, rx) = channel();
+        copy_out(File::from(r), path.clone(), tx);
+        let mut w = File::from(w);
+        w.write_all(b"hello").unwrap();
+        drop(w);
+        std::thread::sleep(Duration::from_millis(100));
+        let mut got = String::new();
+        File::open(&path).unwrap().read_to_string(&mut got).unwrap();
+        assert_eq!(got, "hello");
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The writer open(2) is non-blocking only until a reader exists.
+        let reader = std::thread::spawn({
+            let path = path.clone();
+            move || File::open(path).unwrap()
+        });
+        let f = open_fifo_writer(&path).unwrap().unwrap();
+        let fl = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        assert_eq!(fl & libc::O_NONBLOCK, 0, "the write side blocks");
+        drop(reader.join().unwrap());
+    }
 }
