@@ -301,6 +301,33 @@ c_userns_auto_podnet() {
   expect_eq "$(awk -v n="${netns##*/}" '$5 ~ ("/netns/" n "$")' /proc/self/mountinfo)" "" "the pod's netns mount"
 }
 
+# The sandbox's task gone (its pause killed) while an app container lives on, with a
+# pid namespace per container (the kubelet's default): containerd deletes the
+# sandbox's task and its bundle, the directory the pod's shim was started in.
+# ExecSync into the app container still runs (siloc's commands run from /, not the
+# shim's cwd), and stop and remove clean up.
+c_sandbox_gone() {
+  local pod a pp out rc=0 sb
+  export CRI_PID=container
+  pod=$(cri runp gone siloc io.siloc.userns=auto)
+  a=$(cri create "$pod" gone a "$BB" '["sleep","1000"]' io.siloc.userns=auto)
+  cri start "$a"
+  unset CRI_PID
+  pp=$(pid_of "$pod")
+  expect_match "$pp" '^[0-9]+$' "the sandbox's pid"
+  [ "$(readlink "/proc/$pp/ns/pid")" != "$(readlink "/proc/$(pid_of "$a")/ns/pid")" ] || { echo "one pid namespace for the pod: $(jq -c .linux.namespaces "$STATE/io.containerd.runtime.v2.task/k8s.io/$a/config.json")" >&2; return 1; }
+  kill -9 "$pp"
+  sb=$STATE/io.containerd.runtime.v2.task/k8s.io/$pod
+  for _ in $(seq 100); do [ -d "$sb" ] || break; sleep 0.1; done
+  expect_eq "$(find "$sb" -maxdepth 0 2>/dev/null)" "" "the sandbox's bundle removed"
+  expect_match "$(readlink "/proc/$(shim_of_pod "$pod")/cwd")" ' \(deleted\)$' "the shim's cwd"
+  out=$(cri exec "$a" echo still-here) || rc=$?
+  expect_eq "$out $rc" "still-here 0" "ExecSync in the app container"
+  stop_rm "$pod"
+  no_trace_of "$pod" "$a"
+  leftovers "$T/mounts.before"
+}
+
 # 50 layers: one attached mount still.
 c_layers50() {
   local pod cid
@@ -674,6 +701,7 @@ run_suite() {
   case_if "containerd $CVER shim: io.siloc.userns=auto pod on a CNI pod network, exec, logs, exit 9" c_userns_auto_podnet
   case_if "containerd $CVER shim: 50-layer image, one attached mount" c_layers50
   case_if "containerd $CVER shim: a pod's sandbox and 3 app containers in one shim process" c_pod_one_shim
+  case_if "containerd $CVER shim: the sandbox's task gone, ExecSync into its app container" c_sandbox_gone
   case_if "containerd $CVER shim: the pod's shim killed (SIGKILL), containerd cleans up" c_pod_shim_killed
   case_if "containerd $CVER shim: two ctr containers, two shims" c_ctr_own_shim
   case_if "containerd $CVER: shim RSS of a 1 + 6 container pod (hack/bench-shim-rss)" c_pod_rss

@@ -21,7 +21,8 @@ as `hostUsers: false` does: NamespaceOption.userns_options with mode POD and the
 mapping container 0..SIZE-1 -> HOST.. for uids and gids (the kubelet allocates it;
 CRI v1 since Kubernetes 1.27), given to the sandbox and to each container, as the
 kubelet does. $CRI_NETWORK=pod gives the pod its own network namespace (default: the
-host's). $CRI_VOLUMES="HOST:CONTAINER[:idmap],..." gives each created container those
+host's). $CRI_PID=container gives each container its own pid namespace (default:
+the pod's, shareProcessNamespace). $CRI_VOLUMES="HOST:CONTAINER[:idmap],..." gives each created container those
 volumes (CRI Mount, a bind mount of a host directory; ":idmap" with the pod's mapping
 as the mount's uidMappings/gidMappings). Errors print the gRPC status and exit 1.
 """
@@ -126,6 +127,10 @@ def namespace_options(userns=None) -> bytes:
     # Host network (NODE = 2): no CNI needed; pid and ipc POD (0). $CRI_NETWORK=pod:
     # the pod's own network namespace (POD = 0, containerd runs its CNI config).
     ns = fint(1, 0 if os.environ.get("CRI_NETWORK") == "pod" else 2)
+    if os.environ.get("CRI_PID") == "container":
+        # $CRI_PID=container: a pid namespace per container (CONTAINER = 1), the
+        # kubelet's default (shareProcessNamespace: false).
+        ns += fint(2, 1)
     if userns is None:
         userns = os.environ.get("CRI_USERNS", "")
     if userns:
@@ -180,7 +185,7 @@ def create_request(pod: str, pod_name: str, name: str, image: str, cargs, annots
     if os.environ.get("CRI_MEMORY"):
         # $CRI_MEMORY: the container's memory limit in bytes (resources.limits.memory).
         linux += fbytes(1, fint(4, int(os.environ["CRI_MEMORY"])))
-    if userns:
+    if userns or os.environ.get("CRI_PID"):
         # The kubelet gives each container the pod's namespace options.
         linux += fbytes(2, fbytes(3, namespace_options(userns)))
     if linux:

@@ -61,6 +61,11 @@ impl Siloc {
         if self.debug {
             c.arg("--debug");
         }
+        // The shim's own cwd is the bundle containerd started it in, the sandbox's,
+        // which containerd removes with the sandbox's task while the pod's app
+        // containers live on; libcontainer's exec reads its cwd (getcwd(3)) and
+        // failed there with "failed to get cwd". Every path given is absolute.
+        c.current_dir("/");
         // siloc (and so the container) starts with an empty signal mask, not the
         // shim's, which blocks SIGPIPE (main.rs `block_sigpipe`); a mask survives
         // execve(2). pthread_sigmask is async-signal-safe (signal-safety(7)).
