@@ -57,6 +57,39 @@ pub(crate) const OUT_NUMA_DECISION: &str = "io.siloc.numa.decision";
 /// vda(254:0) rbps=N wbps=N riops=N wiops=N weight=N latency=µs spec=…` (`-`: none).
 pub(crate) const OUT_IO_POLICY: &str = "io.siloc.io.policy";
 
+/// Set on the scenario runner's containers: the run they belong to (`scenario`).
+pub(crate) const SCENARIO_RUN: &str = "io.siloc.scenario.run";
+
+/// Every annotation a bundle may give siloc. Another `io.siloc.*` key that is no
+/// report either ([`OUTPUTS`], [`OUT_NS_INHERITED`]) is a typo or meant for a newer
+/// siloc: [`unknown`] finds it, and the plan warns and ignores it, as runtimes ignore
+/// annotations they do not know (runtime-spec config.md "Annotations").
+pub(crate) const INPUTS: [&str; 11] = [
+    USERNS,
+    USERNS_SIZE,
+    ROOTFS_LAYERS,
+    ROOTFS_UPPER,
+    ROOTFS_WORK,
+    NUMA,
+    IO_CLASS,
+    IO_MAX,
+    IO_WEIGHT,
+    IO_LATENCY,
+    SCENARIO_RUN,
+];
+
+/// The `io.siloc.*` keys of `a` that siloc neither reads nor writes, sorted.
+pub(crate) fn unknown<'a>(a: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = a
+        .into_iter()
+        .map(String::as_str)
+        .filter(|k| k.starts_with(PREFIX))
+        .filter(|k| !INPUTS.contains(k) && !OUTPUTS.contains(k) && *k != OUT_NS_INHERITED)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 /// Every annotation siloc writes as a report. A bundle's own value of one is never
 /// kept (`lifecycle::final_spec` removes it): `siloc state` then shows only what siloc
 /// did, and containerd-shim-siloc-v2, which reads a sandbox's `io.siloc.userns.range`
@@ -123,6 +156,22 @@ mod tests {
         for v in [None, Some("off"), Some("Auto"), Some("auto x"), Some("")] {
             assert!(!userns_is_auto(v), "{v:?}");
         }
+    }
+
+    #[test]
+    fn unknown_siloc_keys_are_found() {
+        let keys: Vec<String> = [
+            "io.siloc.io.bogus",
+            "io.siloc.userns",
+            "io.siloc.io.policy",
+            "io.siloc.namespaces.inherited",
+            "io.siloc.wieght",
+            "io.kubernetes.cri.sandbox-id",
+            "io.siloc.scenario.run",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(unknown(&keys), ["io.siloc.io.bogus", "io.siloc.wieght"]);
     }
 
     #[test]

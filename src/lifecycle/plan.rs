@@ -60,6 +60,12 @@ pub struct Plan {
 pub fn plan(spec: &Spec, cfg: &HostConfig) -> Result<Plan, AnnotationError> {
     let empty = HashMap::new();
     let a = spec.annotations().as_ref().unwrap_or(&empty);
+    for key in crate::annotations::unknown(a.keys()) {
+        tracing::warn!(
+            "annotation {key}: not one siloc reads, ignored (siloc reads {})",
+            crate::annotations::INPUTS.join(", ")
+        );
+    }
     let userns = crate::userns::plan(spec, a, &cfg.userns)?;
     let rootfs = plan_rootfs(a, &userns)?;
     Ok(Plan {

@@ -53,7 +53,8 @@ pub enum RootfsError {
     LegacyOptionsTooLong { count: usize, len: usize },
     #[error(
         "{path}: this filesystem cannot be idmapped (mount_setattr MOUNT_ATTR_IDMAP: {errno}); \
-         siloc never falls back to chown: put the layers on ext4, xfs or btrfs"
+         siloc never falls back to chown: give it layers and idmapped volumes on a \
+         filesystem that can be (ext4, xfs, btrfs; tmpfs since Linux 6.3)"
     )]
     NotIdmappable { path: PathBuf, errno: Errno },
     #[error(

@@ -19,7 +19,7 @@ use super::runtime::{Runtime, RuntimeError};
 /// Prefix of every container id and work directory the runner makes.
 pub const ID_PREFIX: &str = "siloc-scn-";
 /// Annotation naming the run a container belongs to.
-pub const RUN_ANNOTATION: &str = "io.siloc.scenario.run";
+pub const RUN_ANNOTATION: &str = crate::annotations::SCENARIO_RUN;
 /// cgroup parent (`linux.cgroupsPath` = `/siloc-scenario/<id>`).
 pub const CGROUP_PARENT: &str = "siloc-scenario";
 

@@ -116,8 +116,17 @@ pub fn join_sandbox(spec: &mut Value, siloc: &Siloc) -> Result<Option<String>> {
     linux["uidMappings"] = json!([{"containerID": 0, "hostID": uid, "size": size}]);
     linux["gidMappings"] = json!([{"containerID": 0, "hostID": gid, "size": size}]);
     if let Some(a) = spec["annotations"].as_object_mut() {
-        a.remove(ann::USERNS);
-        a.remove(ann::USERNS_SIZE);
+        // The pod's range is the sandbox's: a container's own wish is dropped, said so.
+        for key in [ann::USERNS, ann::USERNS_SIZE] {
+            if let Some(v) = a.remove(key)
+                && (key != ann::USERNS || !ann::userns_is_auto(v.as_str()))
+            {
+                log::warn!(
+                    "{key}={v} of an app container ignored: the pod's containers share \
+                     sandbox {sandbox}'s user namespace and ID range"
+                );
+            }
+        }
     }
     log::info!(
         "joins the user namespace of sandbox {sandbox} (pid {pid}, uid {uid} gid {gid} size {size})"
