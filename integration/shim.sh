@@ -514,7 +514,9 @@ c_pod_ctrd_restart() {
 
 # The pod's one shim killed with SIGKILL: containerd cleans up each container
 # (`shim delete` per bundle: siloc delete --force, the dead socket); then the pod is
-# removed and nothing is left: no siloc state, cgroup, mount, /run/siloc* entry, socket.
+# removed and nothing is left: no siloc state, cgroup, mount, /run/siloc* entry, socket,
+# ID range. The sandbox's siloc-shim.json is removed first: its `shim delete` then
+# takes siloc and its root from the settings file ($SILOC_SHIM_CONFIG here).
 c_pod_shim_killed() {
   local pod a b shim x
   pod=$(cri runp grpkill siloc io.siloc.userns=auto)
@@ -523,6 +525,7 @@ c_pod_shim_killed() {
   cri start "$a" && cri start "$b"
   shim=$(shim_of_pod "$pod")
   expect_eq "$(our_shims)" "$shim" "one shim for the pod"
+  rm "$STATE/io.containerd.runtime.v2.task/k8s.io/$pod/siloc-shim.json"
   kill -9 "$shim"
   for x in "$a" "$b"; do
     wait_state "$x" EXITED

@@ -328,6 +328,54 @@ fn read_pid(path: &Path) -> Result<u32> {
 }
 
 /// Undoes a create that failed half-way: whatever siloc holds, and the shim's mount.
+impl Service {
+    /// How siloc is called for the container of `bundle`, from the settings
+    /// ([`read_options`]: `BinaryName`, `Root`, `SystemdCgroup`): the binary (default
+    /// `siloc` next to the shim, else on PATH) and the state root (default
+    /// [`DEFAULT_ROOT`]) joined with the containerd namespace, as the runc shim does.
+    fn siloc_with(
+        &self,
+        bundle: &Path,
+        (binary, root, systemd): (Option<String>, Option<String>, bool),
+    ) -> Siloc {
+        Siloc {
+            binary: runtime::find_binary(binary.as_deref().unwrap_or("siloc")),
+            root: PathBuf::from(root.as_deref().unwrap_or(DEFAULT_ROOT))
+                .join(&self.inner.namespace),
+            log: bundle.join("log.json"),
+            systemd,
+            debug: self.inner.debug,
+        }
+    }
+
+    /// What `shim delete` cleans up with when the bundle's [`SAVED`] is missing or
+    /// unreadable: siloc and its state root from the settings file (as [`read_options`]
+    /// reads it without runtime options, which `shim delete` does not get), else the
+    /// defaults, and the bundle's `rootfs` if it is a mount point; containerd's runc
+    /// shim falls back to its default root and unmounts `<bundle>/rootfs` likewise.
+    /// Said in the log: a `Root` given only in the runtime options is not known here.
+    fn unsaved(&self, bundle: &Path) -> Saved {
+        let settings = read_options(&MessageField::none()).unwrap_or_else(|e| {
+            log::warn!("shim delete: {e}; using the defaults");
+            (None, None, false)
+        });
+        let siloc = self.siloc_with(bundle, settings);
+        log::warn!(
+            "shim delete: {} missing or unreadable in {}; cleaning up {} with {} --root {}",
+            SAVED,
+            bundle.display(),
+            self.inner.id,
+            siloc.binary.display(),
+            siloc.root.display()
+        );
+        Saved {
+            id: self.inner.id.clone(),
+            siloc,
+            mounted: Some(bundle.join("rootfs")),
+        }
+    }
+}
+
 fn undo_create(siloc: &Siloc, id: &str, saved: &Saved, bundle: &Path) {
     if let Err(e) = siloc.delete(id, true) {
         log::debug!("cleanup: siloc delete --force {id}: {e}");
@@ -384,14 +432,13 @@ impl containerd_shim::Shim for Service {
     fn delete_shim(&mut self) -> containerd_shim::Result<DeleteResponse> {
         crate::exits::start();
         let bundle = self.inner.bundle.clone();
-        if let Some(saved) = Saved::load(&bundle) {
-            log::info!(
-                "shim delete: cleaning up {} in {}",
-                saved.id,
-                bundle.display()
-            );
-            undo_create(&saved.siloc, &saved.id, &saved, &bundle);
-        }
+        let saved = Saved::load(&bundle).unwrap_or_else(|| self.unsaved(&bundle));
+        log::info!(
+            "shim delete: cleaning up {} in {}",
+            saved.id,
+            bundle.display()
+        );
+        undo_create(&saved.siloc, &saved.id, &saved, &bundle);
         // The socket of a shim that died (the crate removes it only on a clean exit).
         if let Ok(grouping) = crate::group::grouping_of_bundle(&bundle, &self.inner.id)
             && !self.inner.address.is_empty()
@@ -436,15 +483,7 @@ impl Service {
             return Err(ShimError::AlreadyExists(format!("task {}", req.id)));
         }
         let bundle = PathBuf::from(&req.bundle);
-        let (binary, root, systemd) = read_options(&req.options)?;
-        let siloc = Siloc {
-            binary: runtime::find_binary(binary.as_deref().unwrap_or("siloc")),
-            root: PathBuf::from(root.as_deref().unwrap_or(DEFAULT_ROOT))
-                .join(&self.inner.namespace),
-            log: bundle.join("log.json"),
-            systemd,
-            debug: self.inner.debug,
-        };
+        let siloc = self.siloc_with(&bundle, read_options(&req.options)?);
         if !siloc.binary.is_file() {
             return Err(ShimError::SilocMissing {
                 path: siloc.binary.clone(),
