@@ -464,8 +464,12 @@ c_pod_ctrd_restart() {
     [[ ${pod:0:1} == [89a-f] ]] && break
     stop_rm "$pod"
   done
+  # a writes a numbered line every 0.2 s: its log goes on after the restart (the
+  # shim holds a read side of each stdio FIFO, as containerd's runc shim does).
+  local tick=tick${CVER//./} before after
   for _ in $(seq 30); do
-    a=$(cri create "$pod" grprestart a "$BB" '["sleep","1000"]' io.siloc.userns=auto)
+    # shellcheck disable=SC2016 # for the container's shell
+    a=$(cri create "$pod" grprestart "$tick" "$BB" '["sh","-c","i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.2; done"]' io.siloc.userns=auto)
     [[ $a < $pod ]] && break
     cri rm "$a"
   done
@@ -476,8 +480,10 @@ c_pod_ctrd_restart() {
   expect_eq "$(our_shims)" "$shim" "one shim for the pod"
   # The shim blocks SIGPIPE (src/shim/main.rs); its children do not inherit that.
   expect_eq "$(awk '$1 == "SigBlk:" {print $2}' "/proc/$(pid_of "$a")/status")" 0000000000000000 "a's blocked signals"
+  wait_log "$CRI_LOGS/$tick.log" ' tick-3$'
   kill -9 "$CTRD_PID"
   wait "$CTRD_PID" 2>/dev/null || true
+  before=$(grep -o 'tick-[0-9]*$' "$CRI_LOGS/$tick.log" | tail -n 1 | cut -d- -f2)
   cp "$T/containerd.log" "$T/containerd-before-restart.log"
   # b exits while containerd is down: the shim's exit event finds no containerd and
   # its log lines no reader on the log FIFO.
@@ -493,6 +499,12 @@ c_pod_ctrd_restart() {
   expect_match "$up" "^containerd $CVER" "the CRI API answers after the restart"
   expect_eq "$(our_shims)" "$shim" "the pod's shim survived the restart"
   expect_eq "$(cri pods)" "$pod" "the pod is listed"
+  for _ in $(seq 100); do
+    after=$(grep -o 'tick-[0-9]*$' "$CRI_LOGS/$tick.log" | tail -n 1 | cut -d- -f2)
+    [ "${after:-0}" -gt $((before + 10)) ] && break
+    sleep 0.1
+  done
+  [ "${after:-0}" -gt $((before + 10)) ] || { echo "a's log stopped at the restart: tick-$before before it, tick-${after:-none} 10 s after" >&2; return 1; }
   expect_eq "$(cri ps | sort)" "$(printf '%s\n' "$a RUNNING" "$b EXITED" | sort)" "its containers: a runs, b exited"
   # containerd 2.1 deletes the task of a bundle that is no sandbox and whose Pids is
   # empty ("cleaning leaked shim process", core/runtime/v2/shim_load.go, containerd

@@ -55,21 +55,22 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Copies `from` to the FIFO `path` until EOF, then reports on `done`. The FIFO is
-/// opened for writing once containerd has its read side open (containerd opens it
-/// before it asks for the process); when containerd has removed the FIFO instead (an
-/// exec that failed: containerd's ExecSync cleans up at once), the output is drained
-/// and the thread ends, where a blocking open(2) would wait for a reader forever.
+/// opened as containerd's runc shim opens it, with a read side of the shim's own
+/// ([`open_fifo`]): the output goes into the FIFO whether or not containerd reads it
+/// yet, a containerd restart does not end it (writes wait in the pipe for the new
+/// reader), and nothing waits for a reader that never comes (`ctr run -d`, an exec
+/// whose FIFO containerd removed). A FIFO already removed: the output is drained.
 fn copy_out(mut from: File, path: String, done: Sender<()>) {
     std::thread::spawn(move || {
-        match open_fifo_writer(&path) {
-            Ok(Some(mut to)) => {
+        match open_fifo(&path) {
+            Ok(Some((mut to, _hold))) => {
                 let mut buf = [0u8; 32 * 1024];
                 loop {
                     match from.read(&mut buf) {
                         Ok(0) => break,
                         Ok(n) => {
                             if to.write_all(&buf[..n]).is_err() {
-                                // No reader any more: keep draining so the process never blocks.
+                                // Keep draining so the process never blocks.
                                 let _ = std::io::copy(&mut from, &mut std::io::sink());
                                 break;
                             }
@@ -81,7 +82,7 @@ fn copy_out(mut from: File, path: String, done: Sender<()>) {
                 }
             }
             Ok(None) => {
-                log::warn!("stdio fifo {path} removed before containerd read it");
+                log::warn!("stdio fifo {path} removed before the shim opened it");
                 let _ = std::io::copy(&mut from, &mut std::io::sink());
             }
             Err(e) => {
@@ -93,37 +94,35 @@ fn copy_out(mut from: File, path: String, done: Sender<()>) {
     });
 }
 
-/// How often [`open_fifo_writer`] retries while the FIFO has no reader.
-const FIFO_RETRY: Duration = Duration::from_millis(20);
+/// Clears `O_NONBLOCK` on `f`: a FIFO opened without waiting, used with blocking I/O.
+fn set_blocking(f: &File) -> nix::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let fl = OFlag::from_bits_retain(fcntl(f.as_raw_fd(), FcntlArg::F_GETFL)?);
+    fcntl(f.as_raw_fd(), FcntlArg::F_SETFL(fl - OFlag::O_NONBLOCK)).map(drop)
+}
 
-/// Opens FIFO `path` for writing (blocking writes, so a slow reader slows the
-/// process, as with runc's shim). `O_NONBLOCK` makes open(2) fail with ENXIO while
-/// no reader has it open (fifo(7)) instead of waiting; it is retried every
-/// [`FIFO_RETRY`] as long as `path` exists. `Ok(None)`: the FIFO was removed first.
-fn open_fifo_writer(path: &str) -> std::io::Result<Option<File>> {
+/// Opens FIFO `path` for writing, and for reading first (`O_NONBLOCK`: fifo(7) lets a
+/// read side open without a writer; it is never read), so the write side opens at
+/// once instead of waiting for containerd's reader; then the write side blocks as
+/// usual (a slow reader slows the process, as with runc's shim). Returns
+/// `(write side, read side to hold)`; `Ok(None)`: the FIFO does not exist (removed).
+fn open_fifo(path: &str) -> std::io::Result<Option<(File, File)>> {
     use std::os::unix::fs::OpenOptionsExt;
-    loop {
-        match OpenOptions::new()
-            .write(true)
+    let open = |read: bool| {
+        OpenOptions::new()
+            .read(read)
+            .write(!read)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
-        {
-            Ok(f) => {
-                let fl = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
-                let fl = nix::fcntl::OFlag::from_bits_retain(fl) - nix::fcntl::OFlag::O_NONBLOCK;
-                nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(fl))?;
-                return Ok(Some(f));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                if !std::path::Path::new(path).exists() {
-                    return Ok(None);
-                }
-                std::thread::sleep(FIFO_RETRY);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
+    };
+    let hold = match open(true) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let to = open(false)?;
+    set_blocking(&to)?;
+    Ok(Some((to, hold)))
 }
 
 /// Copies the stdin FIFO `path` into `to` until EOF, then closes `to`.
@@ -388,7 +387,47 @@ mod tests {
             .expect("the copier still waits for a reader of a removed FIFO");
     }
 
-    /// A reader that comes late gets everything, through a blocking write side.
+    /// containerd restarting: its reader goes away and a new one comes; what the
+    /// process writes in between reaches the new reader (it was dropped on EPIPE).
+    #[test]
+    fn output_survives_a_reader_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(&dir);
+        let first = std::thread::spawn({
+            let path = path.clone();
+            move || File::open(path).unwrap()
+        });
+        let (r, w) = pipe().unwrap();
+        let (tx, rx) = channel();
+        copy_out(File::from(r), path.clone(), tx);
+        let mut w = File::from(w);
+        let mut first = first.join().unwrap();
+        w.write_all(b"one\n").unwrap();
+        let mut buf = [0u8; 4];
+        first.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"one\n");
+        drop(first);
+        w.write_all(b"two\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // Non-blocking open: without a writer left, a blocking one would hang the test.
+        let mut second = {
+            use std::os::unix::fs::OpenOptionsExt;
+            let o = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path);
+            o.unwrap()
+        };
+        set_blocking(&second).unwrap();
+        drop(w);
+        let mut got = String::new();
+        second.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "two\n");
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+
+    /// A reader that comes after the output was written, while the process lives,
+    /// gets it (it waited in the FIFO); the write side blocks once open.
     #[test]
     fn a_late_reader_gets_the_output() {
         let dir = tempfile::tempdir().unwrap();
@@ -398,20 +437,29 @@ mod tests {
         copy_out(File::from(r), path.clone(), tx);
         let mut w = File::from(w);
         w.write_all(b"hello").unwrap();
-        drop(w);
         std::thread::sleep(Duration::from_millis(100));
+        let mut late = File::open(&path).unwrap();
+        drop(w);
         let mut got = String::new();
-        File::open(&path).unwrap().read_to_string(&mut got).unwrap();
+        late.read_to_string(&mut got).unwrap();
         assert_eq!(got, "hello");
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        // The writer open(2) is non-blocking only until a reader exists.
-        let reader = std::thread::spawn({
-            let path = path.clone();
-            move || File::open(path).unwrap()
-        });
-        let f = open_fifo_writer(&path).unwrap().unwrap();
-        let fl = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        let (to, _hold) = open_fifo(&path).unwrap().unwrap();
+        let fl = nix::fcntl::fcntl(to.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
         assert_eq!(fl & libc::O_NONBLOCK, 0, "the write side blocks");
-        drop(reader.join().unwrap());
+    }
+
+    /// `ctr run -d`: nobody ever reads; a process that exits ends the copier at
+    /// once, so the exit is not held up by the shim's 2 s drain.
+    #[test]
+    fn no_reader_ever_does_not_hold_the_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(&dir);
+        let (r, w) = pipe().unwrap();
+        let (tx, rx) = channel();
+        copy_out(File::from(r), path, tx);
+        File::from(w).write_all(b"unread").unwrap();
+        rx.recv_timeout(Duration::from_millis(500))
+            .expect("the copier waits for a reader that never comes");
     }
 }
