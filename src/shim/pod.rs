@@ -9,7 +9,10 @@
 //! range and allocates none. A spec that already has a user namespace
 //! (containerd 2.x `hostUsers: false` pods) is left as it is.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
 
 use serde_json::{Value, json};
 use siloc::annotations as ann;
@@ -160,20 +163,43 @@ pub fn idmapped_mounts(spec: &Value) -> Vec<String> {
 /// The directory containerd's CRI plugin keeps its per-pod files in, below its root
 /// (`/var/lib/containerd`) and its state dir (`/run/containerd`).
 const CRI_DIR: &str = "io.containerd.grpc.v1.cri";
+/// The directory of containerd's runtime v2 bundles (state) and work dirs (root).
+const TASK_DIR: &str = "io.containerd.runtime.v2.task";
+
+/// containerd's state and root directories as a container's bundle shows them: the
+/// bundle is `<state>/io.containerd.runtime.v2.task/<namespace>/<id>` and holds a
+/// symlink `work` to `<root>/io.containerd.runtime.v2.task/<namespace>/<id>`
+/// (containerd's runtime v2 bundle, 1.x and 2.x). Either is left out when its path
+/// does not have that shape; then no bind source below it is opened.
+pub fn containerd_dirs(bundle: &Path) -> Vec<PathBuf> {
+    let base = |p: &Path| -> Option<PathBuf> {
+        let tasks = p.parent()?.parent()?;
+        if tasks.file_name()? != TASK_DIR {
+            return None;
+        }
+        tasks.parent().map(Path::to_path_buf)
+    };
+    let mut dirs: Vec<PathBuf> = base(bundle).into_iter().collect();
+    if let Ok(work) = std::fs::read_link(bundle.join("work")) {
+        dirs.extend(base(&work).filter(|d| !dirs.contains(d)));
+    }
+    dirs
+}
 
 /// Gives search permission to all (adds o+x, never read or g+x) on the directories
-/// from containerd's root or state dir down to the bind-mount sources of a container
-/// in a user namespace that live in this pod's own CRI directories:
-/// `<containerd dir>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/...`, `<id>`
-/// being the container `id` or its sandbox (`io.kubernetes.cri.sandbox-id`), both
-/// made by containerd after the pod's spec was written, so a hostPath cannot name
-/// them. Other sources (hostPath volumes) are never touched, nor a symlink's target.
-/// libcontainer 0.7 resolves bind sources inside the container's user namespace, as
-/// the range's root, and containerd makes its CRI sandbox and container directories
-/// 0700 unless it knows of the user namespace itself (runc 1.2 opens the sources
-/// outside instead). Returns the directories changed, for the log. Errors are logged,
-/// not returned: the mount then fails with siloc's own message.
-pub fn open_bind_sources(spec: &Value, id: &str) -> Vec<PathBuf> {
+/// from containerd's root or state dir (`bases`, from [`containerd_dirs`]) down to
+/// the bind-mount sources of a container in a user namespace that live in this
+/// pod's own CRI directories:
+/// `<base>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/...`, `<id>` being
+/// the container `id` or its sandbox (`io.kubernetes.cri.sandbox-id`). Other sources
+/// (hostPath volumes, also one shaped like that path elsewhere) are never touched,
+/// nor a symlink below the base or its target. libcontainer 0.7 resolves bind
+/// sources inside the container's user namespace, as the range's root, and
+/// containerd makes its CRI sandbox and container directories 0700 unless it knows
+/// of the user namespace itself (runc 1.2 opens the sources outside instead).
+/// Returns the directories changed, for the log. Errors are logged, not returned:
+/// the mount then fails with siloc's own message.
+pub fn open_bind_sources(spec: &Value, id: &str, bases: &[PathBuf]) -> Vec<PathBuf> {
     let mut ids = vec![id];
     ids.extend(spec["annotations"][SANDBOX_ID].as_str());
     ids.retain(|i| !i.is_empty());
@@ -190,25 +216,31 @@ pub fn open_bind_sources(spec: &Value, id: &str) -> Vec<PathBuf> {
         .filter_map(|m| m["source"].as_str().map(PathBuf::from));
     let mut changed = Vec::new();
     for src in sources {
-        let Some(base) = cri_base(&src, &ids) else {
+        let Some(base) = cri_base(&src, &ids).filter(|b| bases.iter().any(|d| d == b)) else {
             continue;
         };
-        for dir in src.ancestors().skip(1).take_while(|d| d.starts_with(base)) {
-            match add_search(dir) {
-                Ok(true) => changed.push(dir.to_path_buf()),
-                Ok(false) => {}
-                Err(e) => log::warn!(
-                    "cannot open {} for the container's user namespace: {e}",
-                    dir.display()
-                ),
+        let opened = open_base(base).map(|base_fd| {
+            for dir in src.ancestors().skip(1).take_while(|d| d.starts_with(base)) {
+                let rel = dir.strip_prefix(base).unwrap_or(Path::new(""));
+                match add_search(&base_fd, rel) {
+                    Ok(true) => changed.push(dir.to_path_buf()),
+                    Ok(false) => {}
+                    Err(e) => log::warn!(
+                        "cannot open {} for the container's user namespace: {e}",
+                        dir.display()
+                    ),
+                }
             }
+        });
+        if let Err(e) = opened {
+            log::warn!("cannot open {}: {e}", base.display());
         }
     }
     changed
 }
 
-/// containerd's root or state dir when `src` lies in the CRI directory of one of
-/// `ids`: `<base>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/<more>`.
+/// The base (containerd's root or state dir) when `src` lies in the CRI directory of
+/// one of `ids`: `<base>/io.containerd.grpc.v1.cri/{sandboxes,containers}/<id>/<more>`.
 /// Relative sources and `..` components never match.
 fn cri_base<'a>(src: &'a Path, ids: &[&str]) -> Option<&'a Path> {
     if !src.is_absolute() || src.components().any(|c| c == Component::ParentDir) {
@@ -227,26 +259,46 @@ fn cri_base<'a>(src: &'a Path, ids: &[&str]) -> Option<&'a Path> {
     })
 }
 
-/// Adds o+x to directory `dir` unless it has it; `Ok(false)` when it had it, or is a
-/// symlink or no directory (opened with `O_NOFOLLOW`, changed through that fd).
-fn add_search(dir: &Path) -> std::io::Result<bool> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(dir)
-    {
-        Ok(f) => f,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
-            return Ok(false);
+/// Opens containerd's directory `base` (following symlinks: its configured path).
+fn open_base(base: &Path) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{OFlag, open};
+    let fd = open(
+        base,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: open returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds o+x to directory `rel` below the open `base` (`base` itself for an empty
+/// `rel`) unless it has it, changed through an fd. Below the base no symlink is
+/// followed (openat2 `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), so a link in
+/// containerd's directories never leads the change elsewhere. `Ok(false)` when it
+/// had o+x, or is or passes a symlink, or is no directory.
+fn add_search(base: &OwnedFd, rel: &Path) -> std::io::Result<bool> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    use nix::sys::stat::{Mode, fchmod, fstat};
+    let opened;
+    let fd = if rel.as_os_str().is_empty() {
+        base.as_raw_fd()
+    } else {
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        match openat2(base.as_raw_fd(), rel, how) {
+            // SAFETY: openat2 returned a new fd that nothing else owns.
+            Ok(fd) => opened = unsafe { OwnedFd::from_raw_fd(fd) },
+            Err(Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e),
+        opened.as_raw_fd()
     };
-    let mode = f.metadata()?.permissions().mode();
+    let mode = fstat(fd)?.st_mode & 0o7777;
     if mode & 0o001 != 0 {
         return Ok(false);
     }
-    f.set_permissions(std::fs::Permissions::from_mode((mode & 0o7777) | 0o001))?;
+    fchmod(fd, Mode::from_bits_truncate(mode | 0o001))?;
     Ok(true)
 }
 
@@ -309,7 +361,8 @@ mod tests {
                 bind(sb.join("lnk/sub")),
                 bind(sb.join("../pod2/hosts")),
                 {"type": "tmpfs", "source": sb.join("tmp"), "destination": "/t"}]});
-        let changed = open_bind_sources(&spec, "c1");
+        let bases = [base.clone()];
+        let changed = open_bind_sources(&spec, "c1", &bases);
         // sandboxes/ and containers/ were made 0755: already searchable, left as they are.
         assert_eq!(
             changed,
@@ -336,8 +389,80 @@ mod tests {
         }
         // Without the sandbox annotation only the container's own directory counts.
         let spec = json!({"mounts": [bind(strange.join("hosts"))]});
-        assert_eq!(open_bind_sources(&spec, "pod2x"), Vec::<PathBuf>::new());
-        assert_eq!(open_bind_sources(&spec, "pod2"), vec![strange.clone()]);
+        assert_eq!(
+            open_bind_sources(&spec, "pod2x", &bases),
+            Vec::<PathBuf>::new()
+        );
+        assert_eq!(
+            open_bind_sources(&spec, "pod2", &bases),
+            vec![strange.clone()]
+        );
+    }
+
+    /// The second break-it report: a hostPath shaped like the pod's own CRI directory
+    /// but elsewhere (containerd creates the missing part) is not containerd's, and a
+    /// symlink below containerd's directory leads nowhere.
+    #[test]
+    fn a_look_alike_cri_tree_elsewhere_is_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("state");
+        let fake = d.path().join("priv");
+        let real = base.join("io.containerd.grpc.v1.cri/sandboxes/pod1");
+        let elsewhere = d.path().join("elsewhere/sub");
+        for p in [
+            &real,
+            &fake.join("io.containerd.grpc.v1.cri/sandboxes/pod1/x"),
+            &elsewhere,
+        ] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::os::unix::fs::symlink(d.path().join("elsewhere"), real.join("lnk")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let all = [
+            fake.clone(),
+            fake.join("io.containerd.grpc.v1.cri"),
+            fake.join("io.containerd.grpc.v1.cri/sandboxes"),
+            fake.join("io.containerd.grpc.v1.cri/sandboxes/pod1"),
+            d.path().join("elsewhere"),
+            elsewhere.clone(),
+            real.clone(),
+        ];
+        for p in &all {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let bind = |src: PathBuf| json!({"type": "bind", "source": src, "destination": "/x"});
+        let spec = json!({
+            "annotations": {SANDBOX_ID: "pod1"},
+            "mounts": [
+                bind(fake.join("io.containerd.grpc.v1.cri/sandboxes/pod1/x")),
+                bind(real.join("lnk/sub/file"))]});
+        // Only the real tree's own directory: not through the link, not the look-alike.
+        assert_eq!(
+            open_bind_sources(&spec, "c1", std::slice::from_ref(&base)),
+            vec![real.clone()]
+        );
+        for p in &all[..6] {
+            assert_eq!(mode(p), 0o700, "{} untouched", p.display());
+        }
+        // Without containerd's directories nothing is opened at all.
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(open_bind_sources(&spec, "c1", &[]), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn containerd_dirs_come_from_the_bundle_and_its_work_link() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("run");
+        let root = d.path().join("lib");
+        let bundle = state.join("io.containerd.runtime.v2.task/k8s.io/c1");
+        let work = root.join("io.containerd.runtime.v2.task/k8s.io/c1");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        assert_eq!(containerd_dirs(&bundle), vec![state.clone()]);
+        std::os::unix::fs::symlink(&work, bundle.join("work")).unwrap();
+        assert_eq!(containerd_dirs(&bundle), vec![state, root]);
+        assert!(containerd_dirs(&d.path().join("some/other/bundle")).is_empty());
     }
 
     #[test]

@@ -539,7 +539,8 @@ impl Service {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&bundle, std::fs::Permissions::from_mode(0o711))
                 .map_err(|e| fail(&saved, io_at(&bundle)(e)))?;
-            let opened = crate::pod::open_bind_sources(&spec, &req.id);
+            let bases = crate::pod::containerd_dirs(&bundle);
+            let opened = crate::pod::open_bind_sources(&spec, &req.id, &bases);
             if !opened.is_empty() {
                 log::info!("search permission (o+x) for the user namespace on {opened:?}");
             }
