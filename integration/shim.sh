@@ -561,9 +561,17 @@ c_ctr_own_shim() {
   done
   expect_eq "$(our_shims | wc -l)" 2 "one shim per ctr container"
   expect_match "$(shim_of_pod "$a")" '^[0-9]+$' "a's shim serves a's own socket"
+  # README's kill, then delete once the task shows STOPPED (one try, no retry).
+  local stopped
   for x in "$a" "$b"; do
     "${CTR[@]}" task kill -s SIGKILL "$x"
-    for _ in $(seq 50); do "${CTR[@]}" task ls -q | grep -qx "$x" || break; "${CTR[@]}" task delete "$x" >/dev/null 2>&1 || sleep 0.1; done
+    stopped=""
+    for _ in $(seq 100); do
+      "${CTR[@]}" task ls | grep -qE "^$x +[0-9]+ +STOPPED" && { stopped=1; break; }
+      sleep 0.05
+    done
+    expect_eq "$stopped" 1 "$x STOPPED after SIGKILL"
+    "${CTR[@]}" task delete "$x" >/dev/null
     "${CTR[@]}" container delete "$x"
   done
   for _ in $(seq 50); do [ -z "$(our_shims)" ] && break; sleep 0.1; done
