@@ -174,12 +174,14 @@ pub(crate) fn plan(
         // joined namespace's mappings, when the spec repeats them (containerd's CRI
         // does for a pod's app containers; runc checks they match), are the ones to
         // idmap the layers with; without them siloc leaves the IDs alone.
-        if a.contains_key(ann::USERNS_SIZE) {
-            tracing::warn!(
-                "annotation {}: ignored, the spec gives the container's user namespace \
-                 (linux.namespaces, type user)",
-                ann::USERNS_SIZE
-            );
+        // containerd 2.x `hostUsers: false` pods, say: the kubelet's mapping is used.
+        for key in [ann::USERNS, ann::USERNS_SIZE] {
+            if let Some(v) = a.get(key) {
+                tracing::warn!(
+                    "annotation {key}={v}: ignored, the spec gives the container's user \
+                     namespace (linux.namespaces, type user)"
+                );
+            }
         }
         if ns.path().is_some() && (l.uid_mappings().is_none() || l.gid_mappings().is_none()) {
             return Ok(UsernsPlan::Host);

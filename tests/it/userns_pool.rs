@@ -464,6 +464,7 @@ fn a_userns_size_without_a_userns_of_siloc_is_a_warning() {
     );
     let mut own = env.bundle("own", &["true"]);
     own.annotate("io.siloc.userns.size", "1000");
+    own.annotate("io.siloc.userns", "auto");
     own.edit(|s| {
         s["linux"]["namespaces"]
             .as_array_mut()
@@ -474,9 +475,13 @@ fn a_userns_size_without_a_userns_of_siloc_is_a_warning() {
     });
     let (code, _, err) = common::run(&env, &own, "own");
     assert_eq!(code, 0, "{err}");
-    assert!(
-        err.contains("annotation io.siloc.userns.size: ignored, the spec gives the container's"),
-        "{err}"
-    );
+    for key in ["io.siloc.userns=auto", "io.siloc.userns.size=1000"] {
+        assert!(
+            err.contains(&format!(
+                "annotation {key}: ignored, the spec gives the container's"
+            )),
+            "{key}: {err}"
+        );
+    }
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
