@@ -101,26 +101,28 @@ fn set_blocking(f: &File) -> nix::Result<()> {
     fcntl(f.as_raw_fd(), FcntlArg::F_SETFL(fl - OFlag::O_NONBLOCK)).map(drop)
 }
 
+/// Opens `path` for reading or (`read` false) writing with `O_NONBLOCK`.
+fn open_nonblocking(path: &str, read: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .read(read)
+        .write(!read)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
 /// Opens FIFO `path` for writing, and for reading first (`O_NONBLOCK`: fifo(7) lets a
 /// read side open without a writer; it is never read), so the write side opens at
 /// once instead of waiting for containerd's reader; then the write side blocks as
 /// usual (a slow reader slows the process, as with runc's shim). Returns
 /// `(write side, read side to hold)`; `Ok(None)`: the FIFO does not exist (removed).
 fn open_fifo(path: &str) -> std::io::Result<Option<(File, File)>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let open = |read: bool| {
-        OpenOptions::new()
-            .read(read)
-            .write(!read)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-    };
-    let hold = match open(true) {
+    let hold = match open_nonblocking(path, true) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let to = open(false)?;
+    let to = open_nonblocking(path, false)?;
     set_blocking(&to)?;
     Ok(Some((to, hold)))
 }
@@ -371,16 +373,24 @@ mod tests {
         p.display().to_string()
     }
 
+    /// A copier from a new pipe to the FIFO `path`: the pipe's write side (the
+    /// process's stdout) and the copier's `done`.
+    fn copier(path: &str) -> (File, Receiver<()>) {
+        let (r, w) = pipe().unwrap();
+        let (tx, rx) = channel();
+        copy_out(File::from(r), path.to_string(), tx);
+        (File::from(w), rx)
+    }
+
     /// The break-it report's leak: containerd removed an exec's FIFO before any reader
     /// opened it; the copier must end (a blocking open(2) never returned).
     #[test]
     fn a_fifo_removed_unread_ends_the_copier() {
         let dir = tempfile::tempdir().unwrap();
         let path = fifo(&dir);
-        let (r, w) = pipe().unwrap();
-        let (tx, rx) = channel();
-        copy_out(File::from(r), path.clone(), tx);
-        File::from(w).write_all(b"lost").unwrap();
+        let (mut w, rx) = copier(&path);
+        w.write_all(b"lost").unwrap();
+        drop(w);
         std::thread::sleep(Duration::from_millis(100));
         std::fs::remove_file(&path).unwrap();
         rx.recv_timeout(Duration::from_secs(5))
@@ -397,10 +407,7 @@ mod tests {
             let path = path.clone();
             move || File::open(path).unwrap()
         });
-        let (r, w) = pipe().unwrap();
-        let (tx, rx) = channel();
-        copy_out(File::from(r), path.clone(), tx);
-        let mut w = File::from(w);
+        let (mut w, rx) = copier(&path);
         let mut first = first.join().unwrap();
         w.write_all(b"one\n").unwrap();
         let mut buf = [0u8; 4];
@@ -410,14 +417,7 @@ mod tests {
         w.write_all(b"two\n").unwrap();
         std::thread::sleep(Duration::from_millis(100));
         // Non-blocking open: without a writer left, a blocking one would hang the test.
-        let mut second = {
-            use std::os::unix::fs::OpenOptionsExt;
-            let o = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&path);
-            o.unwrap()
-        };
+        let mut second = open_nonblocking(&path, true).unwrap();
         set_blocking(&second).unwrap();
         drop(w);
         let mut got = String::new();
@@ -432,10 +432,7 @@ mod tests {
     fn a_late_reader_gets_the_output() {
         let dir = tempfile::tempdir().unwrap();
         let path = fifo(&dir);
-        let (r, w) = pipe().unwrap();
-        let (tx, rx) = channel();
-        copy_out(File::from(r), path.clone(), tx);
-        let mut w = File::from(w);
+        let (mut w, rx) = copier(&path);
         w.write_all(b"hello").unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let mut late = File::open(&path).unwrap();
@@ -455,10 +452,9 @@ mod tests {
     fn no_reader_ever_does_not_hold_the_exit() {
         let dir = tempfile::tempdir().unwrap();
         let path = fifo(&dir);
-        let (r, w) = pipe().unwrap();
-        let (tx, rx) = channel();
-        copy_out(File::from(r), path, tx);
-        File::from(w).write_all(b"unread").unwrap();
+        let (mut w, rx) = copier(&path);
+        w.write_all(b"unread").unwrap();
+        drop(w);
         rx.recv_timeout(Duration::from_millis(500))
             .expect("the copier waits for a reader that never comes");
     }

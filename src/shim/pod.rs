@@ -317,6 +317,18 @@ mod tests {
         assert_eq!(spec, before);
     }
 
+    /// Makes each of `dirs` 0700.
+    fn private(dirs: &[PathBuf]) {
+        use std::os::unix::fs::PermissionsExt;
+        for p in dirs {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+    }
+
+    fn bind(src: PathBuf) -> Value {
+        json!({"type": "bind", "source": src, "destination": "/x"})
+    }
+
     #[test]
     fn only_the_pods_cri_dirs_get_search_permission() {
         use std::os::unix::fs::PermissionsExt;
@@ -335,7 +347,7 @@ mod tests {
         std::fs::write(sb.join("hosts"), "").unwrap();
         std::os::unix::fs::symlink(at("secret"), at("priv/io.containerd.evil/lnk")).unwrap();
         std::os::unix::fs::symlink(at("secret"), sb.join("lnk")).unwrap();
-        let private = [
+        let dirs = [
             d.path().to_path_buf(),
             base.clone(),
             base.join("io.containerd.grpc.v1.cri"),
@@ -346,10 +358,7 @@ mod tests {
             at("priv/io.containerd.evil"),
             at("secret"),
         ];
-        for p in &private {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        let bind = |src: PathBuf| json!({"type": "bind", "source": src, "destination": "/x"});
+        private(&dirs);
         let spec = json!({
             "annotations": {SANDBOX_ID: "pod1"},
             "mounts": [
@@ -428,10 +437,7 @@ mod tests {
             elsewhere.clone(),
             real.clone(),
         ];
-        for p in &all {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        let bind = |src: PathBuf| json!({"type": "bind", "source": src, "destination": "/x"});
+        private(&all);
         let spec = json!({
             "annotations": {SANDBOX_ID: "pod1"},
             "mounts": [
